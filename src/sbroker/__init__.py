@@ -1,0 +1,50 @@
+"""sbroker: SQL Server Service Broker rebuilt for Python."""
+
+from __future__ import annotations
+
+from .broker import Broker
+from .catalog import Activation
+from .clock import Clock, FakeClock, SystemClock
+from .conversation import State
+from .errors import (
+    BrokerError,
+    CommitConflictError,
+    ContractViolationError,
+    ConversationNotFoundError,
+    ConversationStateError,
+    DatabaseError,
+    DuplicateError,
+    InvalidArgumentError,
+    NotFoundError,
+    QueueDisabledError,
+    TransactionStateError,
+)
+from .messages import DIALOG_TIMER, END_DIALOG, ERROR, Message, error_body, parse_error_body
+from .transaction import Transaction
+
+__all__ = [
+    "DIALOG_TIMER",
+    "END_DIALOG",
+    "ERROR",
+    "Activation",
+    "Broker",
+    "BrokerError",
+    "Clock",
+    "CommitConflictError",
+    "ContractViolationError",
+    "ConversationNotFoundError",
+    "ConversationStateError",
+    "DatabaseError",
+    "DuplicateError",
+    "FakeClock",
+    "InvalidArgumentError",
+    "Message",
+    "NotFoundError",
+    "QueueDisabledError",
+    "State",
+    "SystemClock",
+    "Transaction",
+    "TransactionStateError",
+    "error_body",
+    "parse_error_body",
+]

@@ -1,0 +1,376 @@
+"""What a committing transaction does to conversations, inside one short SQLite write
+transaction: number and deliver messages, create target endpoints, end and close endpoints,
+fire conversation timers and lifetimes.  Routing to another instance leaves the message in the
+transmission queue for the transmitter."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field, fields
+
+from . import messages as m
+from .catalog import Catalog
+from .conversation import Effect, Event, State, transition
+from .priority import match_priority
+
+ANTI_REPLAY_SECONDS = 30 * 60
+NEVER = 9.0e18  # "no deadline" for REAL columns
+
+STATUS_NO_ROUTE = (
+    "The target service name could not be found. Ensure that the service name is specified "
+    "correctly and/or the routing information has been supplied."
+)
+STATUS_QUEUE_DISABLED = "The destination queue is disabled (status off); waiting for ALTER QUEUE."
+
+
+@dataclass
+class Endpoint:
+    """One row of sb_endpoints."""
+
+    conv_order: int | None
+    handle: str
+    conversation_id: str
+    is_initiator: bool
+    group_id: str
+    queue_id: int
+    service: str
+    far_service: str
+    far_broker_instance: str | None
+    contract: str
+    state: str
+    priority: int
+    send_seq: int
+    receive_seq: int
+    lifetime_expires: float
+    timer_at: float | None
+    created_at: float
+    encryption: bool = True
+
+
+_COLUMNS = ", ".join(f.name for f in fields(Endpoint))
+_SELECT = f"SELECT {_COLUMNS} FROM sb_endpoints"
+
+
+def _row(row: tuple[object, ...] | None) -> Endpoint | None:
+    if row is None:
+        return None
+    ep = Endpoint(*row)  # type: ignore[arg-type]
+    ep.is_initiator = bool(ep.is_initiator)
+    ep.encryption = bool(ep.encryption)
+    return ep
+
+
+def load_endpoint(conn: sqlite3.Connection, handle: str) -> Endpoint | None:
+    return _row(conn.execute(f"{_SELECT} WHERE handle = ?", (handle,)).fetchone())
+
+
+def load_peer(conn: sqlite3.Connection, ep: Endpoint) -> Endpoint | None:
+    return _row(
+        conn.execute(
+            f"{_SELECT} WHERE conversation_id = ? AND is_initiator = ?",
+            (ep.conversation_id, int(not ep.is_initiator)),
+        ).fetchone()
+    )
+
+
+@dataclass
+class Context:
+    """Everything commit-time code needs; collects the queues that got ready messages."""
+
+    conn: sqlite3.Connection
+    catalog: Catalog
+    now: float
+    anti_replay: float = ANTI_REPLAY_SECONDS
+    ready_queues: set[int] = field(default_factory=set)
+    tq_changed: bool = False
+
+
+def insert_endpoint(ctx: Context, ep: Endpoint) -> None:
+    cols = [f.name for f in fields(Endpoint) if f.name != "conv_order"]
+    cur = ctx.conn.execute(
+        f"INSERT INTO sb_endpoints({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+        [getattr(ep, c) for c in cols],
+    )
+    ep.conv_order = cur.lastrowid
+
+
+def _save_state(ctx: Context, ep: Endpoint) -> None:
+    ctx.conn.execute(
+        "UPDATE sb_endpoints SET state = ?, send_seq = ?, receive_seq = ? WHERE handle = ?",
+        (ep.state, ep.send_seq, ep.receive_seq, ep.handle),
+    )
+
+
+def _enqueue(
+    ctx: Context, ep: Endpoint, msn: int, mtype: str, body: bytes, message_id: str,
+    *, status: int = 1, is_timer: bool = False,
+) -> None:
+    validation = ctx.catalog.message_types[mtype].validation_code if (
+        mtype in ctx.catalog.message_types) else "N"
+    ctx.conn.execute(
+        "INSERT INTO sb_messages(queue_id, group_id, handle, conv_order, msn, status, priority,"
+        " is_timer, message_type, validation, body, message_id, service, contract)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (ep.queue_id, ep.group_id, ep.handle, ep.conv_order, msn, status, ep.priority,
+         int(is_timer), mtype, validation, body, message_id, ep.service, ep.contract),
+    )
+    if status == 1:
+        ctx.ready_queues.add(ep.queue_id)
+
+
+def delete_endpoint(ctx: Context, ep: Endpoint) -> None:
+    ctx.conn.execute("DELETE FROM sb_messages WHERE handle = ?", (ep.handle,))
+    ctx.conn.execute("DELETE FROM sb_transmission_queue WHERE handle = ?", (ep.handle,))
+    ctx.conn.execute("DELETE FROM sb_endpoints WHERE handle = ?", (ep.handle,))
+
+
+def _is_local(ctx: Context, ep: Endpoint) -> bool:
+    """Whether the far service is served here (no explicit route sends it elsewhere)."""
+    if ep.far_broker_instance not in (None, ctx.catalog.broker_instance):
+        return False
+    for route in ctx.catalog.routes:
+        if route.service_name == ep.far_service and route.address.startswith("tcp://") and (
+            route.expires_at is None or route.expires_at > ctx.now
+        ):
+            return False
+    return ep.far_service in ctx.catalog.services
+
+
+def transmit(ctx: Context, ep: Endpoint, mtype: str, body: bytes) -> None:
+    """Number a message on ``ep`` and deliver it locally or leave it for the transmitter."""
+    msn = ep.send_seq
+    ep.send_seq += 1
+    _save_state(ctx, ep)
+    message_id = m.new_id()
+    queue = ctx.catalog.queues_by_id.get(ep.queue_id)
+    if queue is not None and queue.retention and mtype not in m.SYSTEM_MESSAGE_TYPES:
+        _enqueue(ctx, ep, msn, mtype, body, message_id, status=3)
+    if _is_local(ctx, ep):
+        pending = ctx.conn.execute(
+            "SELECT 1 FROM sb_transmission_queue WHERE handle = ? LIMIT 1", (ep.handle,)
+        ).fetchone()
+        if pending is None:
+            status = deliver_local(ctx, ep, msn, mtype, body, message_id)
+            if status is None:
+                return
+        else:
+            status = "waiting behind earlier messages of this conversation"
+    else:
+        status = "" if _has_route(ctx, ep) else STATUS_NO_ROUTE
+    _to_transmission_queue(ctx, ep, msn, mtype, body, message_id, status)
+
+
+def _has_route(ctx: Context, ep: Endpoint) -> bool:
+    return any(
+        (r.service_name in (None, ep.far_service))
+        and r.address != "LOCAL"
+        and (r.expires_at is None or r.expires_at > ctx.now)
+        for r in ctx.catalog.routes
+    )
+
+
+def _to_transmission_queue(
+    ctx: Context, ep: Endpoint, msn: int, mtype: str, body: bytes, message_id: str, status: str
+) -> None:
+    priority = ep.priority if ctx.catalog.honor_broker_priority else 5
+    ctx.conn.execute(
+        "INSERT INTO sb_transmission_queue(handle, conversation_id, is_initiator, from_service,"
+        " to_service, to_broker_instance, contract, message_type, msn, body, priority,"
+        " message_id, enqueued_at, transmission_status, is_end_of_conversation)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (ep.handle, ep.conversation_id, int(ep.is_initiator), ep.service, ep.far_service,
+         ep.far_broker_instance, ep.contract, mtype, msn, body, priority, message_id, ctx.now,
+         status, int(mtype in (m.END_DIALOG, m.ERROR))),
+    )
+    ctx.tq_changed = True
+
+
+def _create_target(ctx: Context, sender: Endpoint) -> Endpoint | str:
+    """The target endpoint for a first message, or an error (code, text) to return."""
+    service = ctx.catalog.services[sender.far_service]
+    if sender.contract not in service.contracts:
+        return f"{m.CONTRACT_NOT_SUPPORTED}:The target service {service.name!r} does not " \
+               f"support contract {sender.contract!r}."
+    ep = Endpoint(
+        conv_order=None, handle=m.new_id(), conversation_id=sender.conversation_id,
+        is_initiator=False, group_id=m.new_id(), queue_id=service.queue_id,
+        service=service.name, far_service=sender.service,
+        far_broker_instance=ctx.catalog.broker_instance, contract=sender.contract,
+        state=State.SI.value,
+        priority=match_priority(
+            ctx.catalog.priorities, sender.contract, service.name, sender.service
+        ),
+        send_seq=0, receive_seq=0, lifetime_expires=sender.lifetime_expires, timer_at=None,
+        created_at=ctx.now, encryption=sender.encryption,
+    )
+    insert_endpoint(ctx, ep)
+    return ep
+
+
+def deliver_local(
+    ctx: Context, sender: Endpoint, msn: int, mtype: str, body: bytes, message_id: str
+) -> str | None:
+    """Deliver to the peer endpoint in this database; a transmission status if it must wait."""
+    target_service = ctx.catalog.services[sender.far_service]
+    queue = ctx.catalog.queues_by_id[target_service.queue_id]
+    if not queue.status:
+        return STATUS_QUEUE_DISABLED
+    peer = load_peer(ctx.conn, sender)
+    if peer is None:
+        if not sender.is_initiator:
+            return None  # the initiator is gone (cleaned up): nothing to deliver to
+        if mtype in (m.END_DIALOG, m.ERROR):
+            return None  # ended before anything reached the target: nothing to tell
+        created = _create_target(ctx, sender)
+        if isinstance(created, str):
+            code, _, text = created.partition(":")
+            _broker_error(ctx, sender, int(code), text)
+            return None
+        peer = created
+    mt = ctx.catalog.message_types.get(mtype)
+    if mt is None:
+        _broker_error(ctx, sender, m.UNKNOWN_MESSAGE_TYPE,
+                      f"The message type {mtype!r} is not defined in the target database.")
+        return None
+    reason = mt.check(body)
+    if reason is not None:
+        _broker_error(
+            ctx, sender, m.VALIDATION_FAILED,
+            f"A message of type {mtype!r} failed validation: {reason}",
+        )
+        return None
+    event = {m.END_DIALOG: Event.PEER_END, m.ERROR: Event.PEER_ERROR}.get(mtype, Event.MESSAGE_IN)
+    state, effects = transition(peer.state, event)
+    peer.state = state.value
+    peer.receive_seq = max(peer.receive_seq, msn + 1)
+    _save_state(ctx, peer)
+    if Effect.ENQUEUE in effects:
+        _enqueue(ctx, peer, msn, mtype, body, message_id)
+    if Effect.CLOSE in effects:
+        close(ctx, peer)
+    return None
+
+
+def _broker_error(ctx: Context, ep: Endpoint, code: int, text: str) -> None:
+    """Put a broker-generated Error in ``ep``'s own queue and move it to ER."""
+    state, effects = transition(ep.state, Event.PEER_ERROR)
+    ep.state = state.value
+    _save_state(ctx, ep)
+    if Effect.ENQUEUE in effects:
+        _enqueue(ctx, ep, ep.receive_seq, m.ERROR, m.error_body(code, text), m.new_id())
+    if Effect.CLOSE in effects:
+        close(ctx, ep)
+
+
+def close(ctx: Context, ep: Endpoint) -> None:
+    """Both sides have ended: delete ``ep`` (and a local peer that already ended)."""
+    local_peer = load_peer(ctx.conn, ep)
+    remote = local_peer is None and ep.far_broker_instance not in (
+        None, ctx.catalog.broker_instance)
+    if remote and not ep.is_initiator:
+        # Keep the closed target for the anti-replay window, without its messages.
+        ctx.conn.execute("DELETE FROM sb_messages WHERE handle = ?", (ep.handle,))
+        ctx.conn.execute(
+            "UPDATE sb_endpoints SET state = 'CD', closed_at = ?, delete_after = ?,"
+            " timer_at = NULL, lifetime_expires = ? WHERE handle = ?",
+            (ctx.now, ctx.now + ctx.anti_replay, NEVER, ep.handle),
+        )
+    else:
+        delete_endpoint(ctx, ep)
+    if local_peer is not None and local_peer.state in (State.DO.value, State.CD.value):
+        delete_endpoint(ctx, local_peer)
+
+
+def end(ctx: Context, ep: Endpoint, error: int | None, description: str | None,
+        cleanup: bool) -> None:
+    """END CONVERSATION: plain, WITH ERROR, or WITH CLEANUP."""
+    if cleanup:
+        delete_endpoint(ctx, ep)
+        return
+    state, effects = transition(ep.state, Event.END if error is None else Event.END_WITH_ERROR)
+    ep.state = state.value
+    _save_state(ctx, ep)
+    ctx.conn.execute("DELETE FROM sb_messages WHERE handle = ?", (ep.handle,))
+    ctx.conn.execute("UPDATE sb_endpoints SET timer_at = NULL WHERE handle = ?", (ep.handle,))
+    if Effect.SEND_END_DIALOG in effects:
+        transmit(ctx, ep, m.END_DIALOG, b"")
+    if Effect.SEND_ERROR in effects:
+        ctx.conn.execute("DELETE FROM sb_transmission_queue WHERE handle = ?", (ep.handle,))
+        transmit(ctx, ep, m.ERROR, m.error_body(int(error or 0), description or ""))
+    if Effect.CLOSE in effects:
+        close(ctx, ep)
+
+
+def fire_due(ctx: Context) -> float | None:
+    """Fire conversation timers and lifetimes due by ``ctx.now``; the next deadline."""
+    conn = ctx.conn
+    for ep in [_row(r) for r in conn.execute(
+        f"{_SELECT} WHERE timer_at IS NOT NULL AND timer_at <= ?", (ctx.now,)
+    ).fetchall()]:
+        assert ep is not None
+        conn.execute("UPDATE sb_endpoints SET timer_at = NULL WHERE handle = ?", (ep.handle,))
+        if ep.state != State.CD.value:
+            _enqueue(ctx, ep, -1, m.DIALOG_TIMER, b"", m.new_id(), is_timer=True)
+    for ep in [_row(r) for r in conn.execute(
+        f"{_SELECT} WHERE lifetime_expires <= ? AND state NOT IN ('ER', 'CD')", (ctx.now,)
+    ).fetchall()]:
+        assert ep is not None
+        current = load_endpoint(conn, ep.handle)
+        if current is None:
+            continue  # deleted by its peer's close earlier in this loop
+        state, effects = transition(current.state, Event.LIFETIME_EXPIRED)
+        current.state = state.value
+        _save_state(ctx, current)
+        conn.execute(
+            "UPDATE sb_endpoints SET lifetime_expires = ? WHERE handle = ?", (NEVER, ep.handle)
+        )
+        if Effect.ENQUEUE_LIFETIME_ERROR in effects:
+            conn.execute("DELETE FROM sb_transmission_queue WHERE handle = ?", (ep.handle,))
+            _enqueue(ctx, current, current.receive_seq, m.ERROR, m.error_body(
+                m.LIFETIME_EXPIRED, "The conversation lifetime has expired."), m.new_id())
+        if Effect.CLOSE in effects:
+            close(ctx, current)
+    conn.execute(
+        "DELETE FROM sb_endpoints WHERE delete_after IS NOT NULL AND delete_after <= ?",
+        (ctx.now,),
+    )
+    row = conn.execute(
+        "SELECT min(t) FROM ("
+        " SELECT min(timer_at) AS t FROM sb_endpoints WHERE timer_at IS NOT NULL"
+        " UNION ALL SELECT min(lifetime_expires) FROM sb_endpoints"
+        "  WHERE state NOT IN ('ER', 'CD')"
+        " UNION ALL SELECT min(delete_after) FROM sb_endpoints WHERE delete_after IS NOT NULL)"
+    ).fetchone()
+    return None if row[0] is None or row[0] >= NEVER else float(row[0])
+
+
+def redeliver_waiting(ctx: Context) -> int:
+    """Move messages waiting in the transmission queue for local services into their queues,
+    in order per conversation; how many were delivered."""
+    delivered = 0
+    blocked: set[str] = set()
+    rows = ctx.conn.execute(
+        "SELECT tq_id, handle, msn, message_type, body, message_id FROM sb_transmission_queue"
+        " ORDER BY handle, msn"
+    ).fetchall()
+    for tq_id, handle, msn, mtype, body, message_id in rows:
+        if handle in blocked:
+            continue
+        ep = load_endpoint(ctx.conn, handle)
+        if ep is None:
+            ctx.conn.execute("DELETE FROM sb_transmission_queue WHERE tq_id = ?", (tq_id,))
+            continue
+        if not _is_local(ctx, ep):
+            blocked.add(handle)
+            continue
+        status = deliver_local(ctx, ep, msn, mtype, body, message_id)
+        if status is None:
+            ctx.conn.execute("DELETE FROM sb_transmission_queue WHERE tq_id = ?", (tq_id,))
+            delivered += 1
+        else:
+            ctx.conn.execute(
+                "UPDATE sb_transmission_queue SET transmission_status = ? WHERE tq_id = ?",
+                (status, tq_id),
+            )
+            blocked.add(handle)
+    return delivered

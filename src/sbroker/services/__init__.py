@@ -1,0 +1,1 @@
+"""Background services of a started broker: each has start(), stop() and a clock."""

@@ -1,0 +1,79 @@
+"""Conversation timers, lifetimes, and the anti-replay clean-up of closed endpoints."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import TYPE_CHECKING
+
+from .. import dialogs
+from ..storage import write
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+log = logging.getLogger("sbroker.timers")
+IDLE_RECHECK = 60.0  # look again at least this often (another process may set timers)
+
+
+class TimerService:
+    """Fires DialogTimer messages and lifetime errors when they fall due."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.cond = threading.Condition()
+        self._woken = False
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+
+    def run_once(self) -> float | None:
+        """Fire everything due now; the next deadline (or None)."""
+        b = self.broker
+        with b.db.connection() as conn:
+            with write(conn):
+                ctx = dialogs.Context(conn, b._catalog_for(conn), b.clock.now(), b.anti_replay)
+                deadline = dialogs.fire_due(ctx)
+        b._after_commit(ctx.ready_queues, False, set(), False)
+        return deadline
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._stopping = False
+        self._thread = threading.Thread(target=self._loop, name="sbroker-timers", daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        with self.cond:
+            self._woken = True
+            self.cond.notify_all()
+
+    def stop(self) -> None:
+        thread = self._thread
+        if thread is None:
+            return
+        with self.cond:
+            self._stopping = True
+            self.cond.notify_all()
+        thread.join()
+        self._thread = None
+
+    def _loop(self) -> None:
+        clock = self.broker.clock
+        while True:
+            try:
+                deadline = self.run_once()
+            except Exception:  # a failing pass must not kill the service
+                log.exception("timer pass failed")
+                deadline = None
+            with self.cond:
+                if self._stopping:
+                    return
+                if self._woken:
+                    self._woken = False
+                    continue
+                limit = clock.now() + IDLE_RECHECK
+                clock.wait(self.cond, limit if deadline is None else min(deadline, limit))
+                self._woken = False
+                if self._stopping:
+                    return

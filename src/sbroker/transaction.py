@@ -1,0 +1,654 @@
+"""A broker transaction: the statements of SPEC §3.
+
+Statements check their arguments at once and record what they will do; COMMIT applies it all in
+one short SQLite write transaction.  RECEIVE takes a conversation group lock (a row owned by this
+transaction and its process session) in its own millisecond write, so a transaction that holds a
+group for minutes never holds the SQLite write lock meanwhile.  ``execute`` is the exception: an
+application write statement opens the SQLite write transaction and holds it until the end, so
+that it commits or rolls back together with the broker effects.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sqlite3
+import uuid
+from collections.abc import Iterable, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from . import dialogs
+from . import messages as m
+from .conversation import SENDABLE, Event, State, transition
+from .errors import (
+    BrokerError,
+    CommitConflictError,
+    ContractViolationError,
+    ConversationNotFoundError,
+    ConversationStateError,
+    InvalidArgumentError,
+    NotFoundError,
+    QueueDisabledError,
+    TransactionStateError,
+)
+from .priority import match_priority
+from .storage import write
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from .broker import Broker
+    from .catalog import Catalog, Queue
+
+MAX_LIFETIME = 2**31 - 1
+_owners = itertools.count(1)
+
+_CANDIDATES = (
+    "SELECT m.group_id, l.owner FROM sb_messages m"
+    " LEFT JOIN sb_group_locks l ON l.group_id = m.group_id"
+    " WHERE m.queue_id = ? AND m.status = 1 ORDER BY m.priority DESC, m.queuing_order"
+)
+_FETCH = (
+    "SELECT status, priority, queuing_order, group_id, handle, msn, service, contract,"
+    " message_type, validation, body, message_id FROM sb_messages"
+    " WHERE group_id = ? AND status = 1{extra}"
+    " ORDER BY priority DESC, conv_order, is_timer DESC, msn LIMIT ?"
+)
+
+
+def normalize_handle(handle: object) -> str:
+    if isinstance(handle, uuid.UUID):
+        return str(handle).upper()
+    if not isinstance(handle, str) or not handle:
+        raise InvalidArgumentError(
+            f"a conversation handle is a UUID string, got {type(handle).__name__} {handle!r}"
+        )
+    try:
+        return str(uuid.UUID(handle)).upper()
+    except ValueError:
+        raise ConversationNotFoundError(
+            f"the conversation handle {handle!r} is not a valid UUID"
+        ) from None
+
+
+def _check_timeout(timeout: object) -> float | None:
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0:
+        raise InvalidArgumentError(
+            f"timeout must be seconds >= 0, or None to wait forever; got {timeout!r}"
+        )
+    return float(timeout)
+
+
+def _is_read_only(sql: str) -> bool:
+    words = sql.lstrip().split(None, 1)
+    return bool(words) and words[0].upper() in ("SELECT", "VALUES")
+
+
+class Transaction:
+    """``with broker.transaction() as tx:`` — commits on normal exit, rolls back on error."""
+
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+        self._conn: sqlite3.Connection | None = None
+        self._catalog: Catalog | None = None
+        self._owner = f"{broker.session_id}:{next(_owners)}"
+        self._ops: list[tuple[Any, ...]] = []
+        self._eps: dict[str, dialogs.Endpoint] = {}
+        self._gone: set[str] = set()
+        self._locks: dict[str, int] = {}
+        self._received: dict[int, tuple[int, bool]] = {}  # queuing_order -> (queue, retention)
+        self._received_queues: set[int] = set()
+        self._held = False
+        self._state = "active"
+
+    # -- context manager ---------------------------------------------------------------------
+    def __enter__(self) -> Transaction:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._state != "active":
+            return
+        if exc_type is None:
+            self.commit()
+        else:
+            self.rollback()
+
+    # -- plumbing -----------------------------------------------------------------------------
+    def _check_active(self) -> None:
+        if self._state != "active":
+            raise TransactionStateError(
+                f"the transaction has {self._state}: start a new one with broker.transaction()"
+            )
+
+    def _c(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self._conn = self._broker.db.acquire()
+        return self._conn
+
+    def _cat(self, refresh: bool = False) -> Catalog:
+        if self._catalog is None or refresh:
+            self._catalog = self._broker._catalog_for(self._c())
+        return self._catalog
+
+    @contextmanager
+    def _short_write(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction for lock bookkeeping: never fsynced (locks die with the
+        process anyway), and nested in the held transaction if ``execute`` opened one."""
+        conn = self._c()
+        if conn.in_transaction:
+            yield conn
+            return
+        relax = self._broker.db.durability == "full"
+        if relax:
+            conn.execute("PRAGMA synchronous = NORMAL")
+        try:
+            with write(conn):
+                yield conn
+        finally:
+            if relax:
+                conn.execute("PRAGMA synchronous = FULL")
+
+    def _endpoint(self, handle: object) -> dialogs.Endpoint:
+        key = normalize_handle(handle)
+        if key in self._gone:
+            raise ConversationNotFoundError(f"the conversation handle {key} is not found")
+        ep = self._eps.get(key)
+        if ep is None:
+            ep = dialogs.load_endpoint(self._c(), key)
+            if ep is None:
+                raise ConversationNotFoundError(f"the conversation handle {key} is not found")
+            self._eps[key] = ep
+        return ep
+
+    # -- dialogs ------------------------------------------------------------------------------
+    def begin_dialog(
+        self,
+        from_service: str,
+        to_service: str,
+        contract: str = m.DEFAULT,
+        *,
+        broker_instance: str | None = None,
+        related_conversation: object = None,
+        related_conversation_group: object = None,
+        lifetime: float | None = None,
+        encryption: bool = True,
+    ) -> str:
+        """Create the initiator endpoint of a new dialog; returns its conversation handle."""
+        self._check_active()
+        cat = self._cat()
+        service = cat.service(from_service)
+        if not isinstance(to_service, str) or not to_service:
+            raise InvalidArgumentError(f"to_service must be a service name, got {to_service!r}")
+        cat.contract(contract)
+        if broker_instance is not None and not isinstance(broker_instance, str):
+            raise InvalidArgumentError("broker_instance must be a string (a UUID) or None")
+        if related_conversation is not None and related_conversation_group is not None:
+            raise InvalidArgumentError(
+                "give related_conversation or related_conversation_group, not both"
+            )
+        if lifetime is None:
+            lifetime = MAX_LIFETIME
+        if isinstance(lifetime, bool) or not isinstance(lifetime, (int, float)) or not (
+            0 < lifetime <= MAX_LIFETIME
+        ):
+            raise InvalidArgumentError(
+                f"lifetime must be seconds from 1 to {MAX_LIFETIME}, got {lifetime!r}"
+            )
+        group = m.new_id()
+        if related_conversation is not None:
+            related = self._endpoint(related_conversation)
+            if related.queue_id != service.queue_id:
+                raise InvalidArgumentError(
+                    "related_conversation belongs to another queue than the service "
+                    f"{from_service!r} uses"
+                )
+            group = related.group_id
+        elif related_conversation_group is not None:
+            group = normalize_handle(related_conversation_group)
+            row = self._c().execute(
+                "SELECT queue_id FROM sb_endpoints WHERE group_id = ? LIMIT 1", (group,)
+            ).fetchone()
+            if row is not None and row[0] != service.queue_id:
+                raise InvalidArgumentError(
+                    f"conversation group {group} belongs to another queue than the service "
+                    f"{from_service!r} uses"
+                )
+        now = self._broker.clock.now()
+        ep = dialogs.Endpoint(
+            conv_order=None, handle=m.new_id(), conversation_id=m.new_id(), is_initiator=True,
+            group_id=group, queue_id=service.queue_id, service=from_service,
+            far_service=to_service, far_broker_instance=broker_instance, contract=contract,
+            state=State.SO.value,
+            priority=match_priority(cat.priorities, contract, from_service, to_service),
+            send_seq=0, receive_seq=0, lifetime_expires=now + lifetime, timer_at=None,
+            created_at=now, encryption=bool(encryption),
+        )
+        self._eps[ep.handle] = ep
+        self._ops.append(("begin", replace(ep)))
+        return ep.handle
+
+    def send(
+        self,
+        handle_or_handles: object,
+        message_type: str = m.DEFAULT,
+        body: bytes | str = b"",
+    ) -> None:
+        """SEND one message on one or several conversations (all or none)."""
+        self._check_active()
+        if isinstance(handle_or_handles, (str, uuid.UUID)):
+            handles: Sequence[object] = (handle_or_handles,)
+        elif isinstance(handle_or_handles, Iterable):
+            handles = tuple(handle_or_handles)
+            if not handles:
+                raise InvalidArgumentError("send needs at least one conversation handle")
+        else:
+            raise InvalidArgumentError(
+                f"send needs a conversation handle or a list of them, got {handle_or_handles!r}"
+            )
+        if body is None:
+            raise InvalidArgumentError("the message body is None: send b'' for an empty body")
+        if isinstance(body, str):
+            data = body.encode("utf-8")
+        elif isinstance(body, (bytes, bytearray, memoryview)):
+            data = bytes(body)
+        else:
+            raise InvalidArgumentError(
+                f"the message body must be bytes or str, not {type(body).__name__}"
+            )
+        if not isinstance(message_type, str):
+            raise InvalidArgumentError(f"message_type must be a name, got {message_type!r}")
+        cat = self._cat()
+        if message_type not in cat.message_types:
+            raise NotFoundError(f"message type {message_type!r} does not exist", 8430)
+        eps = [self._endpoint(h) for h in handles]
+        for ep in eps:
+            if ep.state not in SENDABLE:
+                raise ConversationStateError(
+                    f"the conversation endpoint {ep.handle} is in state {ep.state}, "
+                    "which does not allow SEND"
+                )
+            allowed = cat.contract(ep.contract)
+            sent_by = allowed.get(message_type)
+            if sent_by is None:
+                raise ContractViolationError(
+                    f"message type {message_type!r} is not part of contract {ep.contract!r}",
+                    8431,
+                )
+            if ep.is_initiator and sent_by == "target":
+                raise ContractViolationError(
+                    f"message type {message_type!r} is SENT BY TARGET in contract "
+                    f"{ep.contract!r}, but this endpoint is the initiator", 8432,
+                )
+            if not ep.is_initiator and sent_by == "initiator":
+                raise ContractViolationError(
+                    f"message type {message_type!r} is SENT BY INITIATOR in contract "
+                    f"{ep.contract!r}, but this endpoint is the target", 8434,
+                )
+        for ep in eps:
+            ep.state = transition(ep.state, Event.SEND)[0].value
+        self._ops.append(("send", tuple(ep.handle for ep in eps), message_type, data))
+
+    def end_conversation(
+        self,
+        handle: object,
+        *,
+        error: int | None = None,
+        description: str | None = None,
+        cleanup: bool = False,
+    ) -> None:
+        """END CONVERSATION, WITH ERROR (positive code + description), or WITH CLEANUP."""
+        self._check_active()
+        if error is not None and (
+            isinstance(error, bool) or not isinstance(error, int) or error <= 0
+        ):
+            raise InvalidArgumentError(f"error must be a positive int, got {error!r}")
+        if description is not None and not isinstance(description, str):
+            raise InvalidArgumentError("description must be a string")
+        if description is not None and error is None:
+            raise InvalidArgumentError("description goes with error=: give both or neither")
+        if cleanup and error is not None:
+            raise InvalidArgumentError("cleanup=True cannot be combined with error=")
+        ep = self._endpoint(handle)
+        if cleanup:
+            self._gone.add(ep.handle)
+        else:
+            event = Event.END if error is None else Event.END_WITH_ERROR
+            ep.state = transition(ep.state, event)[0].value
+        self._ops.append(("end", ep.handle, error, description, bool(cleanup)))
+
+    def begin_conversation_timer(self, handle: object, timeout: float) -> None:
+        """Set (or reset) the endpoint's timer: a DialogTimer message arrives after ``timeout``."""
+        self._check_active()
+        seconds = _check_timeout(timeout)
+        if seconds is None:
+            raise InvalidArgumentError("a conversation timer needs a timeout in seconds")
+        ep = self._endpoint(handle)
+        if ep.state == State.CD.value:
+            raise ConversationStateError(f"the conversation {ep.handle} is closed")
+        self._ops.append(("timer", ep.handle, self._broker.clock.now() + seconds))
+
+    def move_conversation(self, handle: object, conversation_group_id: object) -> None:
+        """Move a conversation (and its queued messages) to another group of the same queue."""
+        self._check_active()
+        ep = self._endpoint(handle)
+        group = normalize_handle(conversation_group_id)
+        row = self._c().execute(
+            "SELECT queue_id FROM sb_endpoints WHERE group_id = ? LIMIT 1", (group,)
+        ).fetchone()
+        if row is None:
+            raise NotFoundError(f"conversation group {group} does not exist", 8418)
+        if row[0] != ep.queue_id:
+            raise InvalidArgumentError(
+                f"conversation group {group} belongs to another queue: moves stay in one queue"
+            )
+        ep.group_id = group
+        self._ops.append(("move", ep.handle, group))
+
+    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> sqlite3.Cursor:
+        """An application statement in the same database, atomic with this transaction."""
+        self._check_active()
+        if not isinstance(sql, str):
+            raise InvalidArgumentError("execute needs an SQL string")
+        conn = self._c()
+        if not self._held and not _is_read_only(sql):
+            conn.execute("BEGIN IMMEDIATE")
+            self._held = True
+        try:
+            return conn.execute(sql, params)
+        except sqlite3.Error as exc:
+            raise BrokerError(f"application statement failed: {exc}") from exc
+
+    # -- receiving ----------------------------------------------------------------------------
+    def receive(
+        self,
+        queue: str,
+        *,
+        top: int | None = None,
+        conversation_handle: object = None,
+        conversation_group_id: object = None,
+        timeout: float | None = 0,
+    ) -> list[m.Message]:
+        """RECEIVE: messages of one conversation group, the highest-priority unlocked one."""
+        self._check_active()
+        if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 0):
+            raise InvalidArgumentError(f"top must be an int >= 0 or None, got {top!r}")
+        if top == 0:
+            return []
+        return self._wait_for(queue, timeout, conversation_handle, conversation_group_id,
+                              lambda q, group, handle: self._take(q, group, handle, top))
+
+    def get_conversation_group(self, queue: str, timeout: float | None = 0) -> str | None:
+        """Lock and return the next conversation group with ready messages, or None."""
+        self._check_active()
+        found = self._wait_for(queue, timeout, None, None,
+                               lambda q, group, handle: self._lock_next(q))
+        return found[0] if found else None
+
+    def _wait_for(self, queue: str, timeout: object, handle: object, group: object,
+                  attempt: Any) -> list[Any]:
+        seconds = _check_timeout(timeout)
+        if handle is not None and group is not None:
+            raise InvalidArgumentError(
+                "give conversation_handle or conversation_group_id, not both"
+            )
+        q = self._cat().queue(queue)
+        fixed_group: str | None = None
+        fixed_handle: str | None = None
+        if handle is not None:
+            ep = self._endpoint(handle)
+            if ep.queue_id != q.queue_id:
+                raise ConversationNotFoundError(
+                    f"the conversation {ep.handle} does not belong to queue {queue!r}"
+                )
+            fixed_group, fixed_handle = ep.group_id, ep.handle
+        elif group is not None:
+            fixed_group = normalize_handle(group)
+        broker = self._broker
+        clock = broker.clock
+        deadline = None if seconds is None else clock.now() + seconds
+        unfiltered = fixed_group is None
+        waiting = False
+        try:
+            while True:
+                seen = broker.notifier.version
+                q = self._cat(refresh=True).queue(queue)
+                if not q.status:
+                    raise QueueDisabledError(f"the queue {queue!r} is disabled (status off)")
+                result = attempt(q, fixed_group, fixed_handle)
+                if result:
+                    broker.hooks.received(q.queue_id, empty=False)
+                    return list(result)
+                if seconds == 0 or (deadline is not None and clock.now() >= deadline):
+                    if unfiltered:
+                        broker.hooks.received(q.queue_id, empty=True)
+                    return []
+                if unfiltered and not waiting:
+                    waiting = True
+                    broker.hooks.waiting(q.queue_id, +1)
+                broker.notifier.wait(seen, deadline)
+        finally:
+            if waiting:
+                broker.hooks.waiting(q.queue_id, -1)
+
+    def _next_group(self, conn: sqlite3.Connection, q: Queue) -> str | None:
+        skipped = False
+        seen: set[str] = set()
+        for group, owner in conn.execute(_CANDIDATES, (q.queue_id,)):
+            if group in seen:
+                continue
+            seen.add(group)
+            if owner is None:
+                return str(group)
+            if owner == self._owner and self._has_unreceived(conn, group):
+                return str(group)
+            skipped = skipped or owner != self._owner
+        if skipped:
+            self._broker.reap_dead_sessions(conn)
+        return None
+
+    def _has_unreceived(self, conn: sqlite3.Connection, group: str) -> bool:
+        rows = conn.execute(
+            "SELECT queuing_order FROM sb_messages WHERE group_id = ? AND status = 1", (group,)
+        )
+        return any(qo not in self._received for (qo,) in rows)
+
+    def _lock(self, conn: sqlite3.Connection, q: Queue, group: str) -> bool:
+        """Take the group lock for this transaction; False if another transaction has it."""
+        if group in self._locks:
+            return True
+        row = conn.execute(
+            "SELECT owner FROM sb_group_locks WHERE group_id = ?", (group,)
+        ).fetchone()
+        if row is not None and row[0] != self._owner:
+            return False
+        conn.execute(
+            "INSERT OR IGNORE INTO sb_group_locks(group_id, queue_id, owner, session_id,"
+            " acquired_at) VALUES (?, ?, ?, ?, ?)",
+            (group, q.queue_id, self._owner, self._broker.session_id, self._broker.clock.now()),
+        )
+        self._locks[group] = q.queue_id
+        return True
+
+    def _lock_next(self, q: Queue) -> list[str]:
+        with self._short_write() as conn:
+            group = self._next_group(conn, q)
+            if group is None or not self._lock(conn, q, group):
+                return []
+            return [group]
+
+    def _take(self, q: Queue, group: str | None, handle: str | None,
+              top: int | None) -> list[m.Message]:
+        with self._short_write() as conn:
+            if group is None:
+                group = self._next_group(conn, q)
+                if group is None:
+                    return []
+            if not self._lock(conn, q, group):
+                return []
+            limit = -1 if top is None else top + len(self._received)
+            extra = " AND handle = ?" if handle else ""
+            args: tuple[Any, ...] = (group, handle, limit) if handle else (group, limit)
+            rows = conn.execute(_FETCH.format(extra=extra), args).fetchall()
+        out: list[m.Message] = []
+        retention = q.retention
+        for row in rows:
+            if row[2] in self._received:
+                continue
+            self._received[row[2]] = (q.queue_id, retention)
+            out.append(m.Message(*row))
+            if top is not None and len(out) >= top:
+                break
+        if out:
+            self._received_queues.add(q.queue_id)
+        return out
+
+    # -- ending ---------------------------------------------------------------------------------
+    def commit(self) -> None:
+        """Make every effect of the transaction durable at once."""
+        self._check_active()
+        self._state = "committed"
+        if not (self._ops or self._received or self._locks or self._held):
+            self._release()
+            return
+        conn = self._c()
+        cat = self._cat(refresh=not self._held)
+        ctx = dialogs.Context(conn, cat, self._broker.clock.now(), self._broker.anti_replay)
+        try:
+            if not self._held:
+                conn.execute("BEGIN IMMEDIATE")
+            for op in self._ops:
+                self._apply(ctx, op)
+            self._finish_receives(conn)
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            self._held = False
+            self._state = "active"
+            self.rollback()
+            if isinstance(exc, sqlite3.Error):
+                raise BrokerError(f"commit failed: {exc}") from exc
+            raise
+        released = bool(self._locks)
+        timers = any(op[0] in ("timer", "begin") for op in self._ops)
+        self._release()
+        self._broker._after_commit(ctx.ready_queues, released, self._received_queues,
+                                   timers or ctx.tq_changed)
+
+    def _finish_receives(self, conn: sqlite3.Connection) -> None:
+        if self._received:
+            deleted = [qo for qo, (_, keep) in self._received.items() if not keep]
+            kept = [qo for qo, (_, keep) in self._received.items() if keep]
+            for chunk in _chunks(deleted):
+                conn.execute(
+                    f"DELETE FROM sb_messages WHERE queuing_order IN ({','.join('?' * len(chunk))})",
+                    chunk,
+                )
+            for chunk in _chunks(kept):
+                conn.execute(
+                    "UPDATE sb_messages SET status = 0 WHERE queuing_order IN "
+                    f"({','.join('?' * len(chunk))})",
+                    chunk,
+                )
+        if self._locks:
+            conn.execute("DELETE FROM sb_group_locks WHERE owner = ?", (self._owner,))
+        if self._received_queues:
+            ids = sorted(self._received_queues)
+            conn.execute(
+                "UPDATE sb_queues SET rollback_count = 0 WHERE rollback_count != 0 AND queue_id"
+                f" IN ({','.join('?' * len(ids))})",
+                ids,
+            )
+
+    def _apply(self, ctx: dialogs.Context, op: tuple[Any, ...]) -> None:
+        kind = op[0]
+        if kind == "begin":
+            dialogs.insert_endpoint(ctx, replace(op[1]))
+            return
+        if kind == "send":
+            _, handles, mtype, body = op
+            for handle in handles:
+                ep = self._current(ctx, handle)
+                if ep.state not in SENDABLE:
+                    raise CommitConflictError(
+                        f"the conversation {handle} changed to state {ep.state} before COMMIT;"
+                        " SEND is no longer allowed", 8429,
+                    )
+                ep.state = transition(ep.state, Event.SEND)[0].value
+                dialogs.transmit(ctx, ep, mtype, body)
+            return
+        if kind == "end":
+            _, handle, error, description, cleanup = op
+            dialogs.end(ctx, self._current(ctx, handle), error, description, cleanup)
+            return
+        if kind == "timer":
+            _, handle, at = op
+            self._current(ctx, handle)
+            ctx.conn.execute("UPDATE sb_endpoints SET timer_at = ? WHERE handle = ?", (at, handle))
+            return
+        if kind == "move":
+            _, handle, group = op
+            self._current(ctx, handle)
+            ctx.conn.execute("UPDATE sb_endpoints SET group_id = ? WHERE handle = ?",
+                             (group, handle))
+            ctx.conn.execute("UPDATE sb_messages SET group_id = ? WHERE handle = ?",
+                             (group, handle))
+            return
+        raise AssertionError(kind)
+
+    @staticmethod
+    def _current(ctx: dialogs.Context, handle: str) -> dialogs.Endpoint:
+        ep = dialogs.load_endpoint(ctx.conn, handle)
+        if ep is None:
+            raise CommitConflictError(
+                f"the conversation {handle} was ended and removed before COMMIT", 8426
+            )
+        return ep
+
+    def rollback(self) -> None:
+        """Undo every effect; received messages become receivable again."""
+        if self._state in ("rolled back",):
+            return
+        if self._state == "committed":
+            raise TransactionStateError("the transaction has already committed")
+        self._state = "rolled back"
+        conn = self._conn
+        try:
+            if conn is not None and conn.in_transaction:
+                conn.execute("ROLLBACK")
+            if self._locks or self._received_queues:
+                with self._short_write() as c:
+                    c.execute("DELETE FROM sb_group_locks WHERE owner = ?", (self._owner,))
+                    disabled = self._broker._count_rollbacks(c, self._received_queues)
+            else:
+                disabled = []
+        finally:
+            released = bool(self._locks)
+            self._release()
+        self._broker._after_rollback(self._received_queues, released, disabled)
+
+    def _release(self) -> None:
+        if self._conn is not None:
+            self._broker.db.release(self._conn)
+            self._conn = None
+        self._held = False
+        self._locks = {}
+
+    @property
+    def locked_groups(self) -> list[str]:
+        """Conversation groups this transaction holds locked."""
+        return sorted(self._locks)
+
+
+def _chunks(items: list[int], size: int = 500) -> Iterable[list[int]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
