@@ -10,7 +10,8 @@ from dataclasses import dataclass, field, fields
 
 from . import messages as m
 from .catalog import Catalog
-from .conversation import Effect, Event, State, transition
+from .conversation import SENDABLE, Effect, Event, State, transition
+from .errors import CommitConflictError
 from .priority import match_priority
 
 ANTI_REPLAY_SECONDS = 30 * 60
@@ -119,9 +120,16 @@ def _enqueue(
 
 
 def delete_endpoint(ctx: Context, ep: Endpoint) -> None:
-    ctx.conn.execute("DELETE FROM sb_messages WHERE handle = ?", (ep.handle,))
+    _delete_messages(ctx, ep)
     ctx.conn.execute("DELETE FROM sb_transmission_queue WHERE handle = ?", (ep.handle,))
     ctx.conn.execute("DELETE FROM sb_endpoints WHERE handle = ?", (ep.handle,))
+
+
+def _delete_messages(ctx: Context, ep: Endpoint) -> None:
+    """Delete the conversation's rows from its queue (found through the group index)."""
+    ctx.conn.execute(
+        "DELETE FROM sb_messages WHERE group_id = ? AND handle = ?", (ep.group_id, ep.handle)
+    )
 
 
 def _is_local(ctx: Context, ep: Endpoint) -> bool:
@@ -137,10 +145,37 @@ def _is_local(ctx: Context, ep: Endpoint) -> bool:
 
 
 def transmit(ctx: Context, ep: Endpoint, mtype: str, body: bytes) -> None:
-    """Number a message on ``ep`` and deliver it locally or leave it for the transmitter."""
+    """Number a (system) message on ``ep`` whatever its state, then route it."""
     msn = ep.send_seq
     ep.send_seq += 1
     _save_state(ctx, ep)
+    _route(ctx, ep, msn, mtype, body)
+
+
+_SEND = (
+    "UPDATE sb_endpoints SET send_seq = send_seq + 1,"
+    " state = CASE WHEN state IN ('SO', 'SI', 'CO') THEN 'CO' ELSE state END"
+    f" WHERE handle = ? RETURNING {_COLUMNS}"
+)
+
+
+def send_user_message(ctx: Context, handle: str, mtype: str, body: bytes) -> None:
+    """SEND at commit: allocate the sequence number and move SO/SI to CO in one statement."""
+    ep = _row(ctx.conn.execute(_SEND, (handle,)).fetchone())
+    if ep is None:
+        raise CommitConflictError(
+            f"the conversation {handle} was ended and removed before COMMIT", 8426
+        )
+    if ep.state not in SENDABLE:
+        raise CommitConflictError(
+            f"the conversation {handle} changed to state {ep.state} before COMMIT;"
+            " SEND is no longer allowed", 8429,
+        )
+    _route(ctx, ep, ep.send_seq - 1, mtype, body)
+
+
+def _route(ctx: Context, ep: Endpoint, msn: int, mtype: str, body: bytes) -> None:
+    """Deliver locally, or leave the message in the transmission queue."""
     message_id = m.new_id()
     queue = ctx.catalog.queues_by_id.get(ep.queue_id)
     if queue is not None and queue.retention and mtype not in m.SYSTEM_MESSAGE_TYPES:
@@ -241,9 +276,12 @@ def deliver_local(
         return None
     event = {m.END_DIALOG: Event.PEER_END, m.ERROR: Event.PEER_ERROR}.get(mtype, Event.MESSAGE_IN)
     state, effects = transition(peer.state, event)
-    peer.state = state.value
-    peer.receive_seq = max(peer.receive_seq, msn + 1)
-    _save_state(ctx, peer)
+    if state.value != peer.state:
+        # Local delivery is in order by construction, so receive_seq only needs writing
+        # when the state changes or a gap must be recorded: one row write less per message.
+        peer.state = state.value
+        peer.receive_seq = max(peer.receive_seq, msn + 1)
+        _save_state(ctx, peer)
     if Effect.ENQUEUE in effects:
         _enqueue(ctx, peer, msn, mtype, body, message_id)
     if Effect.CLOSE in effects:
@@ -269,7 +307,7 @@ def close(ctx: Context, ep: Endpoint) -> None:
         None, ctx.catalog.broker_instance)
     if remote and not ep.is_initiator:
         # Keep the closed target for the anti-replay window, without its messages.
-        ctx.conn.execute("DELETE FROM sb_messages WHERE handle = ?", (ep.handle,))
+        _delete_messages(ctx, ep)
         ctx.conn.execute(
             "UPDATE sb_endpoints SET state = 'CD', closed_at = ?, delete_after = ?,"
             " timer_at = NULL, lifetime_expires = ? WHERE handle = ?",
@@ -290,7 +328,7 @@ def end(ctx: Context, ep: Endpoint, error: int | None, description: str | None,
     state, effects = transition(ep.state, Event.END if error is None else Event.END_WITH_ERROR)
     ep.state = state.value
     _save_state(ctx, ep)
-    ctx.conn.execute("DELETE FROM sb_messages WHERE handle = ?", (ep.handle,))
+    _delete_messages(ctx, ep)
     ctx.conn.execute("UPDATE sb_endpoints SET timer_at = NULL WHERE handle = ?", (ep.handle,))
     if Effect.SEND_END_DIALOG in effects:
         transmit(ctx, ep, m.END_DIALOG, b"")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import DatabaseError, InvalidArgumentError
+from .writer import Writer
 
 APPLICATION_ID = 0x53425231  # "SBR1": marks a file as an sbroker database
 MIGRATIONS = ("0001_initial.sql", "0002_views.sql")
@@ -94,6 +95,7 @@ class Database:
             conn.close()
             raise
         self._release_new(conn)
+        self.writer = Writer(self._connect, self._sync)
 
     # -- connections -------------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
@@ -148,6 +150,7 @@ class Database:
             self.release(conn)
 
     def close(self) -> None:
+        self.writer.close()
         with self._lock:
             self._closed = True
             conns, self._all, self._pool = self._all, [], []

@@ -13,11 +13,10 @@ from __future__ import annotations
 import itertools
 import sqlite3
 import uuid
-from collections.abc import Iterable, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import dialogs
 from . import messages as m
@@ -34,15 +33,13 @@ from .errors import (
     TransactionStateError,
 )
 from .priority import match_priority
-from .storage import write
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-
     from .broker import Broker
     from .catalog import Catalog, Queue
 
 MAX_LIFETIME = 2**31 - 1
+T = TypeVar("T")
 _owners = itertools.count(1)
 
 _CANDIDATES = (
@@ -139,23 +136,12 @@ class Transaction:
             self._catalog = self._broker._catalog_for(self._c())
         return self._catalog
 
-    @contextmanager
-    def _short_write(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction for lock bookkeeping: never fsynced (locks die with the
-        process anyway), and nested in the held transaction if ``execute`` opened one."""
-        conn = self._c()
-        if conn.in_transaction:
-            yield conn
-            return
-        relax = self._broker.db.durability == "full"
-        if relax:
-            conn.execute("PRAGMA synchronous = NORMAL")
-        try:
-            with write(conn):
-                yield conn
-        finally:
-            if relax:
-                conn.execute("PRAGMA synchronous = FULL")
+    def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Lock bookkeeping in a short, non-fsynced write (locks die with the process anyway),
+        group-committed with other threads; inside the held transaction if there is one."""
+        if self._held:
+            return fn(self._c())
+        return self._broker.db.writer.run(fn, durable=False)
 
     def _endpoint(self, handle: object) -> dialogs.Endpoint:
         key = normalize_handle(handle)
@@ -417,10 +403,13 @@ class Transaction:
         deadline = None if seconds is None else clock.now() + seconds
         unfiltered = fixed_group is None
         waiting = False
+        first = True
         try:
             while True:
                 seen = broker.notifier.version
-                q = self._cat(refresh=True).queue(queue)
+                if not first:
+                    q = self._cat(refresh=True).queue(queue)
+                first = False
                 if not q.status:
                     raise QueueDisabledError(f"the queue {queue!r} is disabled (status off)")
                 result = attempt(q, fixed_group, fixed_handle)
@@ -461,15 +450,17 @@ class Transaction:
         )
         return any(qo not in self._received for (qo,) in rows)
 
-    def _lock(self, conn: sqlite3.Connection, q: Queue, group: str) -> bool:
+    def _lock(self, conn: sqlite3.Connection, q: Queue, group: str, *,
+              known_free: bool = False) -> bool:
         """Take the group lock for this transaction; False if another transaction has it."""
         if group in self._locks:
             return True
-        row = conn.execute(
-            "SELECT owner FROM sb_group_locks WHERE group_id = ?", (group,)
-        ).fetchone()
-        if row is not None and row[0] != self._owner:
-            return False
+        if not known_free:
+            row = conn.execute(
+                "SELECT owner FROM sb_group_locks WHERE group_id = ?", (group,)
+            ).fetchone()
+            if row is not None and row[0] != self._owner:
+                return False
         conn.execute(
             "INSERT OR IGNORE INTO sb_group_locks(group_id, queue_id, owner, session_id,"
             " acquired_at) VALUES (?, ?, ?, ?, ?)",
@@ -479,25 +470,33 @@ class Transaction:
         return True
 
     def _lock_next(self, q: Queue) -> list[str]:
-        with self._short_write() as conn:
+        def attempt(conn: sqlite3.Connection) -> list[str]:
             group = self._next_group(conn, q)
-            if group is None or not self._lock(conn, q, group):
+            if group is None or not self._lock(conn, q, group, known_free=True):
                 return []
             return [group]
 
+        return self._write(attempt)
+
     def _take(self, q: Queue, group: str | None, handle: str | None,
               top: int | None) -> list[m.Message]:
-        with self._short_write() as conn:
-            if group is None:
-                group = self._next_group(conn, q)
-                if group is None:
+        limit = -1 if top is None else top + len(self._received)
+        extra = " AND handle = ?" if handle else ""
+        sql = _FETCH.format(extra=extra)
+
+        def attempt(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+            target, free = group, False
+            if target is None:
+                target = self._next_group(conn, q)
+                if target is None:
                     return []
-            if not self._lock(conn, q, group):
+                free = True
+            if not self._lock(conn, q, target, known_free=free):
                 return []
-            limit = -1 if top is None else top + len(self._received)
-            extra = " AND handle = ?" if handle else ""
-            args: tuple[Any, ...] = (group, handle, limit) if handle else (group, limit)
-            rows = conn.execute(_FETCH.format(extra=extra), args).fetchall()
+            args: tuple[Any, ...] = (target, handle, limit) if handle else (target, limit)
+            return conn.execute(sql, args).fetchall()
+
+        rows = self._write(attempt)
         out: list[m.Message] = []
         retention = q.retention
         for row in rows:
@@ -519,20 +518,29 @@ class Transaction:
         if not (self._ops or self._received or self._locks or self._held):
             self._release()
             return
-        conn = self._c()
-        cat = self._cat(refresh=not self._held)
-        ctx = dialogs.Context(conn, cat, self._broker.clock.now(), self._broker.anti_replay)
-        try:
-            if not self._held:
-                conn.execute("BEGIN IMMEDIATE")
+        cat = self._cat()
+        ctx = dialogs.Context(None, cat, self._broker.clock.now(), self._broker.anti_replay)  # type: ignore[arg-type]
+
+        def apply(conn: sqlite3.Connection) -> None:
+            ctx.conn = conn
+            ctx.ready_queues.clear()
             for op in self._ops:
                 self._apply(ctx, op)
             self._finish_receives(conn)
-            conn.execute("COMMIT")
+
+        try:
+            if self._held:
+                conn = self._c()
+                try:
+                    apply(conn)
+                    conn.execute("COMMIT")
+                finally:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    self._held = False
+            else:
+                self._broker.db.writer.run(apply, durable=True)
         except BaseException as exc:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            self._held = False
             self._state = "active"
             self.rollback()
             if isinstance(exc, sqlite3.Error):
@@ -577,14 +585,7 @@ class Transaction:
         if kind == "send":
             _, handles, mtype, body = op
             for handle in handles:
-                ep = self._current(ctx, handle)
-                if ep.state not in SENDABLE:
-                    raise CommitConflictError(
-                        f"the conversation {handle} changed to state {ep.state} before COMMIT;"
-                        " SEND is no longer allowed", 8429,
-                    )
-                ep.state = transition(ep.state, Event.SEND)[0].value
-                dialogs.transmit(ctx, ep, mtype, body)
+                dialogs.send_user_message(ctx, handle, mtype, body)
             return
         if kind == "end":
             _, handle, error, description, cleanup = op
@@ -597,11 +598,13 @@ class Transaction:
             return
         if kind == "move":
             _, handle, group = op
-            self._current(ctx, handle)
+            ep = self._current(ctx, handle)
             ctx.conn.execute("UPDATE sb_endpoints SET group_id = ? WHERE handle = ?",
                              (group, handle))
-            ctx.conn.execute("UPDATE sb_messages SET group_id = ? WHERE handle = ?",
-                             (group, handle))
+            ctx.conn.execute(
+                "UPDATE sb_messages SET group_id = ? WHERE group_id = ? AND handle = ?",
+                (group, ep.group_id, handle),
+            )
             return
         raise AssertionError(kind)
 
@@ -625,12 +628,14 @@ class Transaction:
         try:
             if conn is not None and conn.in_transaction:
                 conn.execute("ROLLBACK")
+            self._held = False
+            disabled: list[int] = []
             if self._locks or self._received_queues:
-                with self._short_write() as c:
+                def undo(c: sqlite3.Connection) -> list[int]:
                     c.execute("DELETE FROM sb_group_locks WHERE owner = ?", (self._owner,))
-                    disabled = self._broker._count_rollbacks(c, self._received_queues)
-            else:
-                disabled = []
+                    return self._broker._count_rollbacks(c, self._received_queues)
+
+                disabled = self._write(undo)
         finally:
             released = bool(self._locks)
             self._release()

@@ -185,8 +185,11 @@ class SparkRunner:
             job_ids = self._leave(state)
             if state.cancelled.is_set():
                 raise TaskCancelled(log_id, "cancelled", job_ids) from exc
-            raise TaskError(log_id, one_line_error(exc), job_ids,
-                            traceback.format_exc()) from exc
+            error = one_line_error(exc)
+            if isinstance(exc, AssertionError) and not state.entered and not str(exc):
+                error += (" (pyspark.sql.functions need a running session: use `spark` first,"
+                          " e.g. spark.range(...), before building columns)")
+            raise TaskError(log_id, error, job_ids, traceback.format_exc()) from exc
         except BaseException:
             self._leave(state)
             raise

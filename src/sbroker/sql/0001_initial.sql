@@ -107,7 +107,6 @@ CREATE TABLE sb_messages (
 CREATE INDEX sb_messages_ready ON sb_messages(queue_id, status, priority DESC, queuing_order);
 CREATE INDEX sb_messages_group
     ON sb_messages(group_id, status, priority DESC, conv_order, is_timer DESC, msn);
-CREATE INDEX sb_messages_handle ON sb_messages(handle);
 
 -- Messages that could not be delivered yet (disabled queue, no route, remote peer).
 CREATE TABLE sb_transmission_queue (

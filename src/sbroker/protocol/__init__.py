@@ -1,0 +1,58 @@
+"""Sans-IO broker-to-broker protocol: the dialog layer (exactly-once-in-order delivery) above
+the adjacent-broker layer (authenticated, integrity-checked frames over one connection).
+
+`Session` is one connection (handshake, frames, keepalive, idle close); `DialogEngine` is the
+dialog state toward one peer broker instance and outlives connections. Neither does I/O,
+reads a clock or draws randomness by itself: bytes, `now` and a `random.Random` are passed in.
+"""
+
+from __future__ import annotations
+
+from .dialog import DialogEngine
+from .errors import (
+    AuthenticationError,
+    FramingError,
+    IntegrityError,
+    LocalProtocolError,
+    ProtocolError,
+    RemoteProtocolError,
+)
+from .events import (
+    AuthenticationFailed,
+    ConnectionClosed,
+    DialogEvent,
+    Established,
+    Message,
+    MessageAcked,
+    MessageReceived,
+    SessionEvent,
+)
+from .frames import DialogKey
+from .inbound import PartialMessage
+from .outbound import DialogConfig
+from .session import Phase, Session, SessionConfig, SessionStats
+
+__all__ = [
+    "AuthenticationError",
+    "AuthenticationFailed",
+    "ConnectionClosed",
+    "DialogConfig",
+    "DialogEngine",
+    "DialogEvent",
+    "DialogKey",
+    "Established",
+    "FramingError",
+    "IntegrityError",
+    "LocalProtocolError",
+    "Message",
+    "MessageAcked",
+    "MessageReceived",
+    "PartialMessage",
+    "Phase",
+    "ProtocolError",
+    "RemoteProtocolError",
+    "Session",
+    "SessionConfig",
+    "SessionEvent",
+    "SessionStats",
+]

@@ -1,0 +1,131 @@
+"""What crosses the boundary between the core and its caller: messages and events.
+
+All are frozen dataclasses that validate themselves; the caller hands `Message`s in and gets
+events out (h11 style).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TypeAlias
+from uuid import UUID
+
+from .errors import LocalProtocolError
+from .frames import DialogKey, MessageHeader
+
+__all__ = [
+    "AuthenticationFailed",
+    "ConnectionClosed",
+    "DialogEvent",
+    "Established",
+    "Message",
+    "MessageAcked",
+    "MessageReceived",
+    "SessionEvent",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One sequenced dialog message, as sent and as received (also what a forwarder relays).
+
+    `from_initiator` tells the direction: True when the initiator of the conversation sent it.
+    `seq` is the message_sequence_number, counted per conversation and direction from 0.
+    """
+
+    conversation_id: UUID
+    from_initiator: bool
+    seq: int
+    message_type: str
+    body: bytes
+    from_service: str
+    to_service: str
+    contract: str = "DEFAULT"
+    priority: int = 5
+    origin_instance: UUID | None = None
+    target_instance: UUID | None = None
+    expires_at: float | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.body, bytes):
+            raise LocalProtocolError("body must be bytes")
+        if not 0 <= self.seq < 2**64:
+            raise LocalProtocolError("seq out of range")
+        self.header()  # validates the names, priority and instances
+
+    @property
+    def key(self) -> DialogKey:
+        return DialogKey(self.conversation_id, self.from_initiator)
+
+    def header(self) -> MessageHeader:
+        return MessageHeader(
+            self.message_type,
+            self.from_service,
+            self.to_service,
+            self.contract,
+            len(self.body),
+            self.priority,
+            self.origin_instance,
+            self.target_instance,
+            self.expires_at,
+        )
+
+    @classmethod
+    def from_header(cls, key: DialogKey, seq: int, header: MessageHeader, body: bytes) -> Message:
+        return cls(
+            key.conversation_id,
+            key.from_initiator,
+            seq,
+            header.message_type,
+            body,
+            header.from_service,
+            header.to_service,
+            header.contract,
+            header.priority,
+            header.origin_instance,
+            header.target_instance,
+            header.expires_at,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MessageReceived:
+    """A complete message arrived in order; enqueue it durably, then call `message_persisted`."""
+
+    message: Message
+
+
+@dataclass(frozen=True, slots=True)
+class MessageAcked:
+    """The peer durably holds this message: delete it from the transmission queue."""
+
+    key: DialogKey
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class Established:
+    """The handshake succeeded; `peer_instance` is the authenticated broker instance."""
+
+    peer_instance: UUID
+    initiator: bool
+
+
+@dataclass(frozen=True, slots=True)
+class AuthenticationFailed:
+    """The peer was refused (or refused us); `by_peer` tells which side said no."""
+
+    reason: str
+    by_peer: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionClosed:
+    """The connection is over: the caller closes the socket. `error` is None when orderly."""
+
+    reason: str
+    error: str | None = None
+
+
+DialogEvent: TypeAlias = MessageReceived | MessageAcked
+SessionEvent: TypeAlias = Established | AuthenticationFailed | ConnectionClosed

@@ -1,0 +1,448 @@
+"""Frames of the broker-to-broker protocol: frozen, self-validating dataclasses and their
+binary bodies.
+
+Only bodies live here; the envelope (header, length, keyed integrity check) is `framing`.
+Constructing an invalid frame raises `LocalProtocolError`; decoding bytes that do not make a
+valid frame raises `RemoteProtocolError` and nothing else.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import struct
+from dataclasses import dataclass
+from typing import ClassVar, TypeAlias
+from uuid import UUID
+
+from .errors import LocalProtocolError, RemoteProtocolError
+
+__all__ = [
+    "NONCE_SIZE",
+    "PROOF_SIZE",
+    "Accept",
+    "Ack",
+    "AckEntry",
+    "AuthMode",
+    "Challenge",
+    "Close",
+    "DialogKey",
+    "Fragment",
+    "Frame",
+    "FrameType",
+    "Hello",
+    "Keepalive",
+    "MessageHeader",
+    "Proof",
+    "Refuse",
+    "decode_body",
+    "encode_body",
+]
+
+NONCE_SIZE = 32
+PROOF_SIZE = 32
+MAX_NAME_BYTES = 4000
+MAX_ACKS = 4096
+_U32 = 2**32 - 1
+_U64 = 2**64 - 1
+
+
+class FrameType(enum.IntEnum):
+    """Frame type byte in the envelope header."""
+
+    HELLO = 1
+    CHALLENGE = 2
+    PROOF = 3
+    ACCEPT = 4
+    REFUSE = 5
+    FRAGMENT = 6
+    ACK = 7
+    KEEPALIVE = 8
+    CLOSE = 9
+
+
+class AuthMode(enum.IntEnum):
+    """How the handshake authenticates: a shared secret, or a transport (TLS) already did."""
+
+    SECRET = 1
+    TRANSPORT = 2
+
+
+def _check(cond: bool, what: str) -> None:
+    if not cond:
+        raise LocalProtocolError(what)
+
+
+def _check_name(value: str, what: str) -> None:
+    _check(isinstance(value, str), f"{what} must be a str")
+    _check(len(value.encode("utf-8", "surrogatepass")) <= MAX_NAME_BYTES, f"{what} too long")
+
+
+@dataclass(frozen=True, slots=True)
+class DialogKey:
+    """One direction of one conversation: its messages share a sequence-number space."""
+
+    conversation_id: UUID
+    from_initiator: bool
+
+    def __post_init__(self) -> None:
+        _check(isinstance(self.conversation_id, UUID), "conversation_id must be a UUID")
+        _check(isinstance(self.from_initiator, bool), "from_initiator must be a bool")
+
+
+@dataclass(frozen=True, slots=True)
+class AckEntry:
+    """Cumulative acknowledgement: every message of `key` with seq < `next_seq` is durable."""
+
+    key: DialogKey
+    next_seq: int
+
+    def __post_init__(self) -> None:
+        _check(0 <= self.next_seq <= _U64, "next_seq out of range")
+
+
+@dataclass(frozen=True, slots=True)
+class MessageHeader:
+    """What the receiver needs to enqueue a message; carried by fragment 0 only."""
+
+    message_type: str
+    from_service: str
+    to_service: str
+    contract: str
+    body_length: int
+    priority: int = 5
+    origin_instance: UUID | None = None
+    target_instance: UUID | None = None
+    expires_at: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("message_type", "from_service", "to_service", "contract"):
+            _check_name(getattr(self, name), name)
+        _check(0 <= self.body_length <= _U32, "body_length out of range")
+        _check(1 <= self.priority <= 10, "priority must be 1..10")
+        for name in ("origin_instance", "target_instance"):
+            value = getattr(self, name)
+            _check(value is None or isinstance(value, UUID), f"{name} must be a UUID or None")
+        _check(
+            self.expires_at is None or math.isfinite(self.expires_at), "expires_at must be finite"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Hello:
+    """Initiator → responder: who I am, whom I expect, my nonce and how we authenticate."""
+
+    TYPE: ClassVar[FrameType] = FrameType.HELLO
+    instance: UUID
+    nonce: bytes
+    mode: AuthMode = AuthMode.SECRET
+    expected_peer: UUID | None = None
+
+    def __post_init__(self) -> None:
+        _check(isinstance(self.instance, UUID), "instance must be a UUID")
+        _check(len(self.nonce) == NONCE_SIZE, "nonce has the wrong size")
+        _check(self.expected_peer is None or isinstance(self.expected_peer, UUID), "bad peer")
+
+
+@dataclass(frozen=True, slots=True)
+class Challenge:
+    """Responder → initiator: who I am, my nonce, and my proof of the shared secret."""
+
+    TYPE: ClassVar[FrameType] = FrameType.CHALLENGE
+    instance: UUID
+    nonce: bytes
+    proof: bytes
+
+    def __post_init__(self) -> None:
+        _check(isinstance(self.instance, UUID), "instance must be a UUID")
+        _check(len(self.nonce) == NONCE_SIZE, "nonce has the wrong size")
+        _check(len(self.proof) == PROOF_SIZE, "proof has the wrong size")
+
+
+@dataclass(frozen=True, slots=True)
+class Proof:
+    """Initiator → responder: the initiator's proof of the shared secret."""
+
+    TYPE: ClassVar[FrameType] = FrameType.PROOF
+    proof: bytes
+
+    def __post_init__(self) -> None:
+        _check(len(self.proof) == PROOF_SIZE, "proof has the wrong size")
+
+
+@dataclass(frozen=True, slots=True)
+class Accept:
+    """Responder → initiator, under the session key: the handshake succeeded."""
+
+    TYPE: ClassVar[FrameType] = FrameType.ACCEPT
+
+
+@dataclass(frozen=True, slots=True)
+class Refuse:
+    """Either side: the handshake failed, with a reason in words; the connection closes."""
+
+    TYPE: ClassVar[FrameType] = FrameType.REFUSE
+    reason: str
+
+    def __post_init__(self) -> None:
+        _check_name(self.reason, "reason")
+
+
+@dataclass(frozen=True, slots=True)
+class Fragment:
+    """One piece of one message, with acknowledgements piggybacked for any dialogs."""
+
+    TYPE: ClassVar[FrameType] = FrameType.FRAGMENT
+    key: DialogKey
+    seq: int
+    index: int
+    count: int
+    payload: bytes
+    header: MessageHeader | None = None
+    acks: tuple[AckEntry, ...] = ()
+
+    def __post_init__(self) -> None:
+        _check(0 <= self.seq <= _U64, "seq out of range")
+        _check(1 <= self.count <= _U32, "count out of range")
+        _check(0 <= self.index < self.count, "index out of range")
+        _check((self.index == 0) == (self.header is not None), "header iff index 0")
+        _check(len(self.acks) <= MAX_ACKS, "too many acks")
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    """Acknowledgements alone, when no return traffic carried them in time."""
+
+    TYPE: ClassVar[FrameType] = FrameType.ACK
+    acks: tuple[AckEntry, ...]
+
+    def __post_init__(self) -> None:
+        _check(0 < len(self.acks) <= MAX_ACKS, "an Ack frame carries 1..MAX_ACKS entries")
+
+
+@dataclass(frozen=True, slots=True)
+class Keepalive:
+    """Sent on an idle but open connection so that the peer knows we are alive."""
+
+    TYPE: ClassVar[FrameType] = FrameType.KEEPALIVE
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    """Orderly close of the connection (idle, or shutting down), with a reason."""
+
+    TYPE: ClassVar[FrameType] = FrameType.CLOSE
+    reason: str
+
+    def __post_init__(self) -> None:
+        _check_name(self.reason, "reason")
+
+
+Frame: TypeAlias = (
+    Hello | Challenge | Proof | Accept | Refuse | Fragment | Ack | Keepalive | Close
+)
+
+# ---------------------------------------------------------------------------------------
+# encoding
+
+_ACK = struct.Struct("!16sBQ")
+_FRAG = struct.Struct("!16sBQII")
+_HDR = struct.Struct("!IB")
+_HELLO = struct.Struct("!16s32sB")
+_U16 = struct.Struct("!H")
+_F64 = struct.Struct("!d")
+_HAS_HEADER = 2
+
+
+def _str(value: str) -> bytes:
+    data = value.encode("utf-8", "surrogatepass")
+    return _U16.pack(len(data)) + data
+
+
+def _opt_uuid(value: UUID | None) -> bytes:
+    return b"\x00" if value is None else b"\x01" + value.bytes
+
+
+def _acks(acks: tuple[AckEntry, ...]) -> bytes:
+    parts = [_U16.pack(len(acks))]
+    parts.extend(
+        _ACK.pack(a.key.conversation_id.bytes, int(a.key.from_initiator), a.next_seq)
+        for a in acks
+    )
+    return b"".join(parts)
+
+
+def encode_body(frame: Frame) -> bytes:
+    """The body bytes of `frame` (without envelope)."""
+    if isinstance(frame, Fragment):
+        head = _FRAG.pack(
+            frame.key.conversation_id.bytes,
+            int(frame.key.from_initiator) | (_HAS_HEADER if frame.header else 0),
+            frame.seq,
+            frame.index,
+            frame.count,
+        )
+        parts = [_acks(frame.acks), head]
+        h = frame.header
+        if h is not None:
+            parts += [
+                _HDR.pack(h.body_length, h.priority),
+                _str(h.message_type),
+                _str(h.from_service),
+                _str(h.to_service),
+                _str(h.contract),
+                _opt_uuid(h.origin_instance),
+                _opt_uuid(h.target_instance),
+                b"\x00" if h.expires_at is None else b"\x01" + _F64.pack(h.expires_at),
+            ]
+        parts.append(frame.payload)
+        return b"".join(parts)
+    if isinstance(frame, Ack):
+        return _acks(frame.acks)
+    if isinstance(frame, Hello):
+        return _HELLO.pack(frame.instance.bytes, frame.nonce, frame.mode) + _opt_uuid(
+            frame.expected_peer
+        )
+    if isinstance(frame, Challenge):
+        return frame.instance.bytes + frame.nonce + frame.proof
+    if isinstance(frame, Proof):
+        return frame.proof
+    if isinstance(frame, Refuse | Close):
+        return _str(frame.reason)
+    return b""
+
+
+# ---------------------------------------------------------------------------------------
+# decoding
+
+
+class _Reader:
+    """Bounds-checked cursor over a body; every shortfall is a `RemoteProtocolError`."""
+
+    __slots__ = ("data", "pos")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+
+    def take(self, n: int) -> bytes:
+        end = self.pos + n
+        if end > len(self.data):
+            raise RemoteProtocolError("frame body truncated")
+        chunk = self.data[self.pos : end]
+        self.pos = end
+        return chunk
+
+    def unpack(self, st: struct.Struct) -> tuple[object, ...]:
+        return st.unpack(self.take(st.size))
+
+    def byte(self) -> int:
+        return self.take(1)[0]
+
+    def flag(self) -> bool:
+        value = self.byte()
+        if value > 1:
+            raise RemoteProtocolError("flag byte is neither 0 nor 1")
+        return value == 1
+
+    def text(self) -> str:
+        (n,) = self.unpack(_U16)
+        assert isinstance(n, int)
+        try:
+            return self.take(n).decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError as exc:
+            raise RemoteProtocolError("invalid UTF-8 in a name") from exc
+
+    def opt_uuid(self) -> UUID | None:
+        return UUID(bytes=self.take(16)) if self.flag() else None
+
+    def rest(self) -> bytes:
+        chunk = self.data[self.pos :]
+        self.pos = len(self.data)
+        return chunk
+
+    def end(self) -> None:
+        if self.pos != len(self.data):
+            raise RemoteProtocolError("trailing bytes after frame body")
+
+
+def _read_acks(r: _Reader) -> tuple[AckEntry, ...]:
+    (n,) = r.unpack(_U16)
+    assert isinstance(n, int)
+    if n > MAX_ACKS:
+        raise RemoteProtocolError("too many acks")
+    raw = r.take(n * _ACK.size)
+    out = []
+    for conv, flags, next_seq in _ACK.iter_unpack(raw):
+        if flags > 1:
+            raise RemoteProtocolError("bad ack flags")
+        out.append(AckEntry(DialogKey(UUID(bytes=conv), flags == 1), next_seq))
+    return tuple(out)
+
+
+def _read_fragment(r: _Reader) -> Fragment:
+    acks = _read_acks(r)
+    conv, flags, seq, index, count = r.unpack(_FRAG)
+    assert isinstance(conv, bytes) and isinstance(flags, int)
+    assert isinstance(seq, int) and isinstance(index, int) and isinstance(count, int)
+    if flags > 3:
+        raise RemoteProtocolError("bad fragment flags")
+    header = None
+    if flags & _HAS_HEADER:
+        body_length, priority = r.unpack(_HDR)
+        assert isinstance(body_length, int) and isinstance(priority, int)
+        mtype, from_service, to_service, contract = r.text(), r.text(), r.text(), r.text()
+        origin, target = r.opt_uuid(), r.opt_uuid()
+        expires = None
+        if r.flag():
+            (value,) = r.unpack(_F64)
+            assert isinstance(value, float)
+            expires = value
+        header = MessageHeader(
+            mtype, from_service, to_service, contract, body_length, priority, origin, target,
+            expires,
+        )
+    key = DialogKey(UUID(bytes=conv), bool(flags & 1))
+    return Fragment(key, seq, index, count, r.rest(), header, acks)
+
+
+def _read(ftype: FrameType, r: _Reader) -> Frame:
+    frame: Frame
+    if ftype is FrameType.FRAGMENT:
+        return _read_fragment(r)
+    if ftype is FrameType.ACK:
+        frame = Ack(_read_acks(r))
+    elif ftype is FrameType.HELLO:
+        inst, nonce, mode = r.unpack(_HELLO)
+        assert isinstance(inst, bytes) and isinstance(nonce, bytes) and isinstance(mode, int)
+        try:
+            auth = AuthMode(mode)
+        except ValueError as exc:
+            raise RemoteProtocolError("unknown authentication mode") from exc
+        frame = Hello(UUID(bytes=inst), nonce, auth, r.opt_uuid())
+    elif ftype is FrameType.CHALLENGE:
+        frame = Challenge(UUID(bytes=r.take(16)), r.take(NONCE_SIZE), r.take(PROOF_SIZE))
+    elif ftype is FrameType.PROOF:
+        frame = Proof(r.take(PROOF_SIZE))
+    elif ftype is FrameType.ACCEPT:
+        frame = Accept()
+    elif ftype is FrameType.REFUSE:
+        frame = Refuse(r.text())
+    elif ftype is FrameType.KEEPALIVE:
+        frame = Keepalive()
+    else:
+        frame = Close(r.text())
+    r.end()
+    return frame
+
+
+def decode_body(ftype: int, body: bytes) -> Frame:
+    """Decode a frame body of type `ftype`; raises only `RemoteProtocolError`."""
+    try:
+        kind = FrameType(ftype)
+    except ValueError as exc:
+        raise RemoteProtocolError(f"unknown frame type {ftype}") from exc
+    try:
+        return _read(kind, _Reader(body))
+    except LocalProtocolError as exc:  # a field the peer sent fails validation
+        raise RemoteProtocolError(f"invalid {kind.name} frame: {exc}") from exc

@@ -1,0 +1,197 @@
+"""Receiver half of the dialog layer: de-duplication, reassembly, in-order delivery and acks
+that wait for the caller's durable enqueue.
+
+Per dialog direction two counters matter: `persisted_next` (durable, owned by the caller and
+looked up once) and `delivered_next` (messages handed out but not yet confirmed). Fragments
+of messages ahead of `delivered_next` are buffered within `reorder_window`; beyond it they are
+dropped unacknowledged and come again by retransmission.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .errors import LocalProtocolError, RemoteProtocolError
+from .events import Message, MessageReceived
+from .frames import AckEntry, DialogKey, Fragment, MessageHeader
+from .outbound import DialogConfig
+
+__all__ = ["Inbound", "PartialMessage"]
+
+
+@dataclass(frozen=True, slots=True)
+class PartialMessage:
+    """A message still being reassembled (status 2 in the queue views)."""
+
+    key: DialogKey
+    seq: int
+    fragments_received: int
+    fragment_count: int
+    bytes_received: int
+
+
+class _Reassembly:
+    __slots__ = ("count", "header", "parts", "size")
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.header: MessageHeader | None = None
+        self.parts: dict[int, bytes] = {}
+        self.size = 0
+
+    @property
+    def complete(self) -> bool:
+        return len(self.parts) == self.count
+
+
+class _InDialog:
+    __slots__ = ("buffer", "delivered_next", "persisted_next")
+
+    def __init__(self, persisted_next: int) -> None:
+        self.persisted_next = persisted_next
+        self.delivered_next = persisted_next
+        self.buffer: dict[int, _Reassembly] = {}
+
+
+class Inbound:
+    """Turns fragments into in-order `MessageReceived` events and keeps the pending acks."""
+
+    def __init__(self, config: DialogConfig, receive_state: Callable[[DialogKey], int]) -> None:
+        self.config = config
+        self._lookup = receive_state
+        self._dialogs: dict[DialogKey, _InDialog] = {}
+        self._pending: dict[DialogKey, int] = {}
+        self._ack_at: float | None = None
+        self.duplicates = 0
+        self.dropped_out_of_window = 0
+
+    def _dialog(self, key: DialogKey) -> _InDialog:
+        d = self._dialogs.get(key)
+        if d is None:
+            next_seq = self._lookup(key)
+            if not isinstance(next_seq, int) or next_seq < 0:
+                raise LocalProtocolError("receive_state must return a non-negative int")
+            d = self._dialogs[key] = _InDialog(next_seq)
+        return d
+
+    def set_state(self, key: DialogKey, next_seq: int) -> None:
+        """Tell the core the durable next expected seq of `key` (overrides the lookup)."""
+        if next_seq < 0:
+            raise LocalProtocolError("next_seq must be non-negative")
+        self._dialogs[key] = _InDialog(next_seq)
+
+    def forget(self, key: DialogKey) -> None:
+        self._dialogs.pop(key, None)
+        self._pending.pop(key, None)
+
+    # -- fragments in ---------------------------------------------------------------------
+
+    def fragment(self, frag: Fragment, now: float) -> list[MessageReceived]:
+        """Take one authenticated fragment; returns the messages it completes, in order."""
+        d = self._dialog(frag.key)
+        seq = frag.seq
+        if seq < d.persisted_next:
+            self.duplicates += 1
+            self._want_ack(frag.key, d.persisted_next, now)
+            return []
+        if seq < d.delivered_next:
+            self.duplicates += 1  # delivered, waiting for the caller to persist it
+            return []
+        if seq >= d.delivered_next + self.config.reorder_window:
+            self.dropped_out_of_window += 1
+            return []
+        r = d.buffer.get(seq)
+        if r is None:
+            r = d.buffer[seq] = _Reassembly(frag.count)
+        elif r.count != frag.count:
+            raise RemoteProtocolError("fragment count changed within one message")
+        if frag.index in r.parts:
+            self.duplicates += 1
+            return []
+        r.parts[frag.index] = frag.payload
+        r.size += len(frag.payload)
+        if frag.header is not None:
+            r.header = frag.header
+        if seq != d.delivered_next or not r.complete:
+            return []
+        out = []
+        while r is not None and r.complete:
+            out.append(MessageReceived(self._assemble(frag.key, d.delivered_next, r)))
+            del d.buffer[d.delivered_next]
+            d.delivered_next += 1
+            r = d.buffer.get(d.delivered_next)
+        return out
+
+    @staticmethod
+    def _assemble(key: DialogKey, seq: int, r: _Reassembly) -> Message:
+        header = r.header
+        assert header is not None  # index 0 carries it and the message is complete
+        if r.size != header.body_length:
+            raise RemoteProtocolError("reassembled body length differs from the header")
+        body = b"".join(r.parts[i] for i in range(r.count))
+        return Message.from_header(key, seq, header, body)
+
+    # -- caller confirmations -------------------------------------------------------------
+
+    def persisted(self, key: DialogKey, seq: int, now: float) -> None:
+        """The caller durably enqueued message `seq`: it may now be acknowledged."""
+        d = self._dialogs.get(key)
+        if d is None or seq != d.persisted_next or seq >= d.delivered_next:
+            raise LocalProtocolError(f"message {seq} of {key} is not the next one delivered")
+        d.persisted_next += 1
+        self._want_ack(key, d.persisted_next, now)
+
+    def refused(self, key: DialogKey, seq: int) -> None:
+        """The caller could not enqueue `seq`: it and later delivered ones come again."""
+        d = self._dialogs.get(key)
+        if d is None or not d.persisted_next <= seq < d.delivered_next:
+            raise LocalProtocolError(f"message {seq} of {key} is not awaiting persistence")
+        d.delivered_next = seq
+
+    # -- acks out -------------------------------------------------------------------------
+
+    def _want_ack(self, key: DialogKey, next_seq: int, now: float) -> None:
+        if self._pending.get(key, -1) < next_seq:
+            self._pending[key] = next_seq
+        if self._ack_at is None:
+            self._ack_at = now + self.config.ack_delay
+
+    def ack_due(self, now: float) -> bool:
+        return self._ack_at is not None and now >= self._ack_at
+
+    def next_timer(self) -> float | None:
+        return self._ack_at
+
+    def take_acks(self) -> tuple[AckEntry, ...]:
+        """Up to `max_acks_per_frame` pending acks, removed from the pending set."""
+        if not self._pending:
+            return ()
+        limit = self.config.max_acks_per_frame
+        out = []
+        for key, next_seq in self._pending.items():
+            out.append(AckEntry(key, next_seq))
+            if len(out) == limit:
+                break
+        for entry in out:
+            del self._pending[entry.key]
+        if not self._pending:
+            self._ack_at = None
+        return tuple(out)
+
+    # -- introspection --------------------------------------------------------------------
+
+    @property
+    def has_pending_acks(self) -> bool:
+        return bool(self._pending)
+
+    @property
+    def has_partial(self) -> bool:
+        return any(d.buffer for d in self._dialogs.values())
+
+    def partial_messages(self) -> list[PartialMessage]:
+        return [
+            PartialMessage(key, seq, len(r.parts), r.count, r.size)
+            for key, d in self._dialogs.items()
+            for seq, r in sorted(d.buffer.items())
+        ]
