@@ -288,7 +288,7 @@ class Broker:
         with self.db.connection() as conn:
             row = conn.execute(
                 "SELECT 1 FROM sqlite_schema WHERE type IN ('table', 'view') AND name = ?"
-                " AND name NOT LIKE 'sb\\_%' ESCAPE '\\' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'",
+                " AND substr(name, 1, 3) != 'sb_' AND substr(name, 1, 7) != 'sqlite_'",
                 (name,),
             ).fetchone()
             if row is None:

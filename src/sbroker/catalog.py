@@ -127,8 +127,10 @@ def current_version(conn: sqlite3.Connection) -> str:
 
 
 def load(conn: sqlite3.Connection) -> Catalog:
-    """Read the whole catalog in one read transaction."""
-    conn.execute("BEGIN")
+    """Read the whole catalog in one read transaction (or the caller's open one)."""
+    own = not conn.in_transaction
+    if own:
+        conn.execute("BEGIN")
     try:
         meta = dict(conn.execute("SELECT key, value FROM sb_meta").fetchall())
         cat = Catalog(
@@ -181,7 +183,8 @@ def load(conn: sqlite3.Connection) -> Catalog:
             conn.execute("SELECT name, queue_id, event, to_service FROM sb_event_notifications")
         )
     finally:
-        conn.execute("COMMIT")
+        if own:
+            conn.execute("COMMIT")
     return cat
 
 

@@ -97,7 +97,9 @@ class Transaction:
         self._eps: dict[str, dialogs.Endpoint] = {}
         self._gone: set[str] = set()
         self._locks: dict[str, int] = {}
-        self._received: dict[int, tuple[int, bool]] = {}  # queuing_order -> (queue, retention)
+        # queuing_order -> (queue, retention, message_id): rowids can be reused after deletes,
+        # so the message id makes sure COMMIT deletes the very row that was received.
+        self._received: dict[int, tuple[int, bool, str]] = {}
         self._received_queues: set[int] = set()
         self._held = False
         self._state = "active"
@@ -502,7 +504,7 @@ class Transaction:
         for row in rows:
             if row[2] in self._received:
                 continue
-            self._received[row[2]] = (q.queue_id, retention)
+            self._received[row[2]] = (q.queue_id, retention, row[11])
             out.append(m.Message(*row))
             if top is not None and len(out) >= top:
                 break
@@ -554,19 +556,14 @@ class Transaction:
 
     def _finish_receives(self, conn: sqlite3.Connection) -> None:
         if self._received:
-            deleted = [qo for qo, (_, keep) in self._received.items() if not keep]
-            kept = [qo for qo, (_, keep) in self._received.items() if keep]
-            for chunk in _chunks(deleted):
-                conn.execute(
-                    f"DELETE FROM sb_messages WHERE queuing_order IN ({','.join('?' * len(chunk))})",
-                    chunk,
-                )
-            for chunk in _chunks(kept):
-                conn.execute(
-                    "UPDATE sb_messages SET status = 0 WHERE queuing_order IN "
-                    f"({','.join('?' * len(chunk))})",
-                    chunk,
-                )
+            conn.executemany(
+                "DELETE FROM sb_messages WHERE queuing_order = ? AND message_id = ?",
+                [(qo, mid) for qo, (_, keep, mid) in self._received.items() if not keep],
+            )
+            conn.executemany(
+                "UPDATE sb_messages SET status = 0 WHERE queuing_order = ? AND message_id = ?",
+                [(qo, mid) for qo, (_, keep, mid) in self._received.items() if keep],
+            )
         if self._locks:
             conn.execute("DELETE FROM sb_group_locks WHERE owner = ?", (self._owner,))
         if self._received_queues:
@@ -653,7 +650,3 @@ class Transaction:
         """Conversation groups this transaction holds locked."""
         return sorted(self._locks)
 
-
-def _chunks(items: list[int], size: int = 500) -> Iterable[list[int]]:
-    for i in range(0, len(items), size):
-        yield items[i : i + size]

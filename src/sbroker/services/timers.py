@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 from typing import TYPE_CHECKING
 
 from .. import dialogs
-from ..storage import write
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -29,10 +29,12 @@ class TimerService:
     def run_once(self) -> float | None:
         """Fire everything due now; the next deadline (or None)."""
         b = self.broker
-        with b.db.connection() as conn:
-            with write(conn):
-                ctx = dialogs.Context(conn, b._catalog_for(conn), b.clock.now(), b.anti_replay)
-                deadline = dialogs.fire_due(ctx)
+
+        def fire(conn: sqlite3.Connection) -> tuple[dialogs.Context, float | None]:
+            ctx = dialogs.Context(conn, b._catalog_for(conn), b.clock.now(), b.anti_replay)
+            return ctx, dialogs.fire_due(ctx)
+
+        ctx, deadline = b.db.writer.run(fire)
         b._after_commit(ctx.ready_queues, False, set(), False)
         return deadline
 

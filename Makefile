@@ -1,0 +1,31 @@
+# sbroker: `make run` sets up and runs the main job; `make test` sets up and runs every test.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+
+.PHONY: setup run demo test lint bench bench-quick clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev,spark]'
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+run: setup
+	$(BIN)/sbroker --db out/demo.db demo
+
+demo: run
+
+test: setup
+	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest -q
+
+lint: setup
+	$(BIN)/ruff check src tests
+	$(BIN)/mypy
+
+clean:
+	rm -rf $(VENV) out .pytest_cache .mypy_cache .hypothesis

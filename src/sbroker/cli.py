@@ -1,0 +1,188 @@
+"""The ``sbroker`` command line: init, send, receive, status, demo (more commands join as the
+services that back them land).  Errors print one line and exit with a non-zero code."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from .broker import SQL_VIEWS, Broker
+from .errors import BrokerError
+
+F = TypeVar("F", bound=Callable[..., Any])
+DB_HELP = "Broker database: a file path or sqlite:///path (env SBROKER_DB)."
+
+
+def _fail_cleanly(fn: F) -> F:
+    """Turn a BrokerError into one line on stderr and exit code 1."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except BrokerError as exc:
+            click.echo(f"sbroker: error {exc.number}: {exc}", err=True)
+            sys.exit(1)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _open(ctx: click.Context, **options: Any) -> Broker:
+    path = ctx.obj["db"]
+    return Broker.open(path, **options)
+
+
+@click.group()
+@click.option("--db", default="sbroker.db", envvar="SBROKER_DB", show_default=True, help=DB_HELP)
+@click.pass_context
+def main(ctx: click.Context, db: str) -> None:
+    """sbroker: SQL Server Service Broker rebuilt for Python."""
+    ctx.ensure_object(dict)
+    ctx.obj["db"] = db
+
+
+@main.command()
+@click.option("--queue", "queues", multiple=True, help="Create this queue (repeatable).")
+@click.option("--service", "services", multiple=True, metavar="NAME:QUEUE[:CONTRACT,...]",
+              help="Create a service on a queue, accepting the contracts (repeatable).")
+@click.pass_context
+@_fail_cleanly
+def init(ctx: click.Context, queues: tuple[str, ...], services: tuple[str, ...]) -> None:
+    """Create the database (if needed), and optionally queues and services."""
+    with _open(ctx) as b:
+        existing = set(b.catalog.queues)
+        for q in queues:
+            if q not in existing:
+                b.create_queue(q)
+        for spec in services:
+            parts = spec.split(":")
+            if len(parts) not in (2, 3) or not all(parts[:2]):
+                raise click.BadParameter(
+                    f"{spec!r}: expected NAME:QUEUE or NAME:QUEUE:CONTRACT[,CONTRACT]",
+                    param_hint="--service",
+                )
+            contracts = parts[2].split(",") if len(parts) == 3 and parts[2] else []
+            if parts[0] not in b.catalog.services:
+                b.create_service(parts[0], parts[1], contracts)
+        click.echo(f"{ctx.obj['db']}: broker_instance {b.broker_instance}")
+
+
+@main.command()
+@click.option("--from", "from_service", help="Initiator service (begins a new dialog).")
+@click.option("--to", "to_service", help="Target service name.")
+@click.option("--contract", default="DEFAULT", show_default=True)
+@click.option("--handle", help="Send on this existing conversation instead of a new dialog.")
+@click.option("--type", "message_type", default="DEFAULT", show_default=True)
+@click.option("--end", is_flag=True, help="End the conversation after sending.")
+@click.argument("body", default="")
+@click.pass_context
+@_fail_cleanly
+def send(ctx: click.Context, from_service: str | None, to_service: str | None, contract: str,
+         handle: str | None, message_type: str, end: bool, body: str) -> None:
+    """Send BODY (use - to read standard input); prints the conversation handle."""
+    if body == "-":
+        body = sys.stdin.read()
+    if handle is None and not (from_service and to_service):
+        raise click.UsageError("give --handle, or --from and --to to begin a new dialog")
+    with _open(ctx) as b, b.transaction() as tx:
+        if handle is None:
+            assert from_service and to_service
+            handle = tx.begin_dialog(from_service, to_service, contract)
+        tx.send(handle, message_type, body)
+        if end:
+            tx.end_conversation(handle)
+    click.echo(handle)
+
+
+@main.command()
+@click.argument("queue")
+@click.option("--top", type=click.IntRange(min=1), help="At most this many messages.")
+@click.option("--timeout", type=click.FloatRange(min=0), default=0.0, show_default=True,
+              help="Seconds to wait for a message.")
+@click.option("--end", is_flag=True, help="End each conversation an EndDialog/Error arrives on.")
+@click.pass_context
+@_fail_cleanly
+def receive(ctx: click.Context, queue: str, top: int | None, timeout: float, end: bool) -> None:
+    """Receive from QUEUE and print each message as a JSON line."""
+    with _open(ctx) as b, b.transaction() as tx:
+        messages = tx.receive(queue, top=top, timeout=timeout)
+        for msg in messages:
+            click.echo(json.dumps({
+                "conversation_handle": msg.conversation_handle,
+                "conversation_group_id": msg.conversation_group_id,
+                "message_sequence_number": msg.message_sequence_number,
+                "message_type_name": msg.message_type_name,
+                "service_name": msg.service_name,
+                "priority": msg.priority,
+                "body": msg.message_body.decode("utf-8", errors="replace"),
+            }))
+            if end and (msg.is_end_dialog or msg.is_error):
+                tx.end_conversation(msg.conversation_handle)
+    if not messages:
+        click.echo(f"(no message in {queue})", err=True)
+
+
+def print_views(broker: Broker, names: list[str], console: Console | None = None,
+                columns: dict[str, list[str]] | None = None) -> None:
+    """Print views as tables (long values shortened); ``columns`` picks columns per view."""
+    console = console or Console()
+    for name in names:
+        rows = broker.view(name)
+        if not rows:
+            console.print(f"[bold]{name}[/bold]: (no rows)")
+            continue
+        cols = (columns or {}).get(name) or list(rows[0])
+        table = Table(title=f"{name} ({len(rows)} rows)", title_justify="left")
+        for col in cols:
+            table.add_column(col, overflow="fold")
+        for row in rows:
+            table.add_row(*(_cell(row[c]) for c in cols))
+        console.print(table)
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, bytes):
+        text = value.decode("utf-8", errors="replace")
+        return text if len(text) <= 60 else text[:57] + "..."
+    return "" if value is None else str(value)
+
+
+@main.command()
+@click.argument("views", nargs=-1)
+@click.pass_context
+@_fail_cleanly
+def status(ctx: click.Context, views: tuple[str, ...]) -> None:
+    """Print the views (default: queues, services, endpoints, transmission queue)."""
+    names = list(views) or ["service_queues", "services", "conversation_endpoints",
+                            "transmission_queue", "dm_broker_queue_monitors"]
+    with _open(ctx) as b:
+        print_views(b, names)
+
+
+@main.command()
+@click.pass_context
+@_fail_cleanly
+def demo(ctx: click.Context) -> None:
+    """A dialog between two services, step by step, with the views printed."""
+    from .demo import run_demo
+
+    run_demo(ctx.obj["db"], Console())
+
+
+@main.command("views")
+def list_views() -> None:
+    """List the view names ``status`` accepts."""
+    for name in (*SQL_VIEWS, "dm_broker_queue_monitors", "dm_broker_activated_tasks",
+                 "dm_broker_connections"):
+        click.echo(name)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
