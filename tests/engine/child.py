@@ -1,0 +1,134 @@
+"""A second process on the same broker file, for the engine tier's multi-process tests.
+
+Usage: ``python child.py COMMAND DB [ARGS...]``.  It reports on stdout as ``word <json>`` lines
+and takes orders on stdin, so the parent test can follow it without sleeping.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import time
+from typing import Any
+
+import sbroker
+
+
+def say(word: str, payload: Any = None) -> None:
+    print(word if payload is None else f"{word} {json.dumps(payload)}", flush=True)
+
+
+def order() -> str:
+    """The parent's next line on stdin ('' when it closed stdin)."""
+    return sys.stdin.readline().strip()
+
+
+def rows(messages: list[sbroker.Message]) -> list[dict[str, Any]]:
+    return [
+        {"handle": m.conversation_handle, "group": m.conversation_group_id,
+         "msn": m.message_sequence_number, "body": m.text(), "type": m.message_type_name}
+        for m in messages
+    ]
+
+
+def send_n(b: sbroker.Broker, n: int) -> None:
+    """Begin one dialog and send ``n`` messages (forever if n < 0), one per transaction,
+    saying ``committed i`` after each commit; then wait to be killed."""
+    handle = None
+    i = 0
+    while n < 0 or i < n:
+        with b.transaction() as tx:
+            if handle is None:
+                handle = tx.begin_dialog("InitService", "TargetService")
+            tx.send(handle, body=str(i))
+        say("committed", i)
+        i += 1
+    say("done")
+    order()
+
+
+def hold_receive(b: sbroker.Broker, queue: str, top: str = "") -> None:
+    """RECEIVE, report, then commit or roll back on order (or be killed meanwhile)."""
+    tx = b.transaction()
+    messages = tx.receive(queue, top=int(top) if top else None)
+    say("received", rows(messages))
+    if order() == "commit":
+        tx.commit()
+    else:
+        tx.rollback()
+    say("finished")
+
+
+def hold_execute(b: sbroker.Broker) -> None:
+    """RECEIVE, an application INSERT (which holds the SQLite write lock), a reply SEND:
+    report, then wait to be killed."""
+    tx = b.transaction()
+    messages = tx.receive("TargetQueue")
+    tx.execute("INSERT INTO app_log(note) VALUES (?)", ("written by the child",))
+    tx.send(messages[0].conversation_handle, body="reply from the child")
+    say("holding", rows(messages))
+    order()
+
+
+def send_on(b: sbroker.Broker, handle: str, body: str) -> None:
+    """Send ``body`` on ``handle`` when told to 'go'; report the monotonic commit time."""
+    say("ready")
+    if order() != "go":
+        return
+    with b.transaction() as tx:
+        tx.send(handle, body=body)
+    say("committed", time.monotonic())
+
+
+def wait_receive(b: sbroker.Broker, queue: str, timeout: str) -> None:
+    """A waiting RECEIVE; reports the rows and the monotonic time it returned."""
+    say("waiting")
+    with b.transaction() as tx:
+        messages = tx.receive(queue, timeout=float(timeout))
+        returned = time.monotonic()
+    say("received", {"rows": rows(messages), "at": returned})
+
+
+def worker(b: sbroker.Broker, queue: str, out: str, done_flag: str, seed: str) -> None:
+    """Receive until the sender is done and the queue is empty; roll back now and then.
+    After each COMMIT append one JSON line: when RECEIVE returned, and what it returned."""
+    rng = random.Random(int(seed))
+    with open(out, "a", encoding="utf-8") as f:
+        while True:
+            with b.transaction() as tx:
+                messages = tx.receive(queue, top=rng.choice([1, 1, 3, 10, None]), timeout=0.2)
+                returned = time.monotonic()
+                if messages and rng.random() < 0.1:
+                    tx.rollback()
+                    continue
+            if messages:
+                f.write(json.dumps({"at": returned, "rows": rows(messages)}) + "\n")
+                f.flush()
+            elif os.path.exists(done_flag) and not b.peek(queue):
+                break
+    say("drained")
+
+
+COMMANDS = {
+    "send-n": lambda b, n: send_n(b, int(n)),
+    "hold-receive": hold_receive,
+    "hold-execute": hold_execute,
+    "send-on": send_on,
+    "wait-receive": wait_receive,
+    "worker": worker,
+}
+
+
+def main() -> None:
+    command, db, *args = sys.argv[1:]
+    b = sbroker.Broker.open(db)
+    try:
+        COMMANDS[command](b, *args)
+    finally:
+        b.close()
+
+
+if __name__ == "__main__":
+    main()

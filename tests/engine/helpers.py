@@ -1,0 +1,193 @@
+"""Helpers for the engine tier: threads that must finish, and child processes driven by lines.
+
+Nothing here sleeps to wait for something to happen: threads are joined with a generous
+deadline, and child processes are followed line by line through their stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import sbroker
+
+CHILD = Path(__file__).with_name("child.py")
+DEADLINE = 60.0  # seconds: generous, a loaded 2-core machine must never hit it
+
+
+def make_pair(b: sbroker.Broker, *, poison_message_handling: bool = True) -> sbroker.Broker:
+    """InitQueue/InitService and TargetQueue/TargetService (DEFAULT contract)."""
+    b.create_queue("InitQueue")
+    b.create_queue("TargetQueue", poison_message_handling=poison_message_handling)
+    b.create_service("InitService", "InitQueue")
+    b.create_service("TargetService", "TargetQueue", ["DEFAULT"])
+    return b
+
+
+def begin_and_send(b: sbroker.Broker, *bodies: str) -> str:
+    """A new dialog InitService -> TargetService carrying ``bodies``; its initiator handle."""
+    with b.transaction() as tx:
+        handle = tx.begin_dialog("InitService", "TargetService")
+        for body in bodies:
+            tx.send(handle, body=body)
+    return handle
+
+
+def send(b: sbroker.Broker, handle: str, *bodies: str) -> None:
+    with b.transaction() as tx:
+        for body in bodies:
+            tx.send(handle, body=body)
+
+
+def bodies(messages: list[sbroker.Message]) -> list[str]:
+    return [m.text() for m in messages]
+
+
+def table_counts(b: sbroker.Broker) -> dict[str, int]:
+    """Row counts of the engine's per-conversation tables (what must not accumulate)."""
+    with b.db.connection() as conn:
+        return {
+            t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+            for t in ("sb_endpoints", "sb_messages", "sb_transmission_queue", "sb_group_locks")
+        }
+
+
+class Background:
+    """Run ``fn`` in a thread; :meth:`result` joins it with a deadline and re-raises."""
+
+    def __init__(self, fn: Callable[[], Any], name: str = "background") -> None:
+        self._fn = fn
+        self._result: Any = None
+        self._error: BaseException | None = None
+        self.done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._result = self._fn()
+        except BaseException as exc:
+            self._error = exc
+        finally:
+            self.done.set()
+
+    def result(self, timeout: float = DEADLINE) -> Any:
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), f"{self._thread.name} did not finish in {timeout}s"
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+
+class Holder:
+    """A transaction in another thread that runs ``body(tx)``, then parks inside the
+    ``with`` block until released: it holds whatever group locks ``body`` took."""
+
+    def __init__(self, b: sbroker.Broker, body: Callable[[sbroker.Transaction], Any],
+                 *, commit: bool = True) -> None:
+        self.holding = threading.Event()
+        self.release = threading.Event()
+        self.value: Any = None
+        self._commit = commit
+
+        def run() -> Any:
+            with b.transaction() as tx:
+                self.value = body(tx)
+                self.holding.set()
+                assert self.release.wait(DEADLINE), "holder was never released"
+                if not self._commit:
+                    tx.rollback()
+            return self.value
+
+        self._bg = Background(run, "holder")
+        if not self.holding.wait(DEADLINE):
+            self._bg.result(0)  # surfaces the error that stopped it
+            raise AssertionError("holder never got to hold")
+
+    @property
+    def finished(self) -> bool:
+        return self._bg.done.is_set()
+
+    def finish(self, *, commit: bool = True) -> Any:
+        self._commit = commit
+        self.release.set()
+        return self._bg.result()
+
+
+class Child:
+    """A helper process (``child.py``) on the same database file, driven line by line."""
+
+    def __init__(self, *args: object) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(CHILD), *map(str, args)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, bufsize=1,
+        )
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self.seen: list[str] = []
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        try:
+            for line in self.proc.stdout:
+                self._lines.put(line.rstrip("\n"))
+        except (OSError, ValueError):
+            pass
+        finally:
+            self._lines.put(None)
+
+    def expect(self, word: str, timeout: float = DEADLINE) -> Any:
+        """Wait for a line ``word <json>``; return the decoded JSON payload."""
+        while True:
+            try:
+                line = self._lines.get(timeout=timeout)
+            except queue.Empty:
+                raise AssertionError(f"child did not say {word!r} within {timeout}s; "
+                                     f"it said {self.seen[-5:]}") from None
+            if line is None:
+                raise AssertionError(
+                    f"child ended (rc={self.proc.wait()}) before saying {word!r}; "
+                    f"it said {self.seen[-5:]}; stderr: {self.stderr()}"
+                )
+            self.seen.append(line)
+            head, _, payload = line.partition(" ")
+            if head == word:
+                return json.loads(payload) if payload else None
+
+    def tell(self, line: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def kill9(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        assert self.proc.wait(DEADLINE) == -signal.SIGKILL
+
+    def finish(self, timeout: float = DEADLINE) -> int:
+        """Close stdin and wait for the child to exit; its return code."""
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            self.proc.stdin.close()
+        return self.proc.wait(timeout)
+
+    def stderr(self) -> str:
+        if self.proc.poll() is None or self.proc.stderr is None:
+            return "(running)"
+        return self.proc.stderr.read()[-2000:]
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(DEADLINE)
+        self._reader.join(DEADLINE)
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
