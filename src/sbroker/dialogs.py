@@ -84,6 +84,10 @@ class Context:
     anti_replay: float = ANTI_REPLAY_SECONDS
     ready_queues: set[int] = field(default_factory=set)
     tq_changed: bool = False
+    # Fast path for many SENDs on one conversation in one commit (see send_user_message).
+    fast: dict[str, tuple[Endpoint, Endpoint, int]] = field(default_factory=dict)
+    rows: list[tuple[object, ...]] = field(default_factory=list)
+    last_peer: Endpoint | None = None
 
 
 def insert_endpoint(ctx: Context, ep: Endpoint) -> None:
@@ -102,19 +106,26 @@ def _save_state(ctx: Context, ep: Endpoint) -> None:
     )
 
 
+_INSERT = (
+    "INSERT INTO sb_messages(queue_id, group_id, handle, conv_order, msn, status, priority,"
+    " is_timer, message_type, validation, body, message_id, service, contract)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
 def _enqueue(
     ctx: Context, ep: Endpoint, msn: int, mtype: str, body: bytes, message_id: str,
-    *, status: int = 1, is_timer: bool = False,
+    *, status: int = 1, is_timer: bool = False, defer: bool = False,
 ) -> None:
+    """Insert a queue row (``defer``: batched until :func:`flush`, same commit)."""
     validation = ctx.catalog.message_types[mtype].validation_code if (
         mtype in ctx.catalog.message_types) else "N"
-    ctx.conn.execute(
-        "INSERT INTO sb_messages(queue_id, group_id, handle, conv_order, msn, status, priority,"
-        " is_timer, message_type, validation, body, message_id, service, contract)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (ep.queue_id, ep.group_id, ep.handle, ep.conv_order, msn, status, ep.priority,
-         int(is_timer), mtype, validation, body, message_id, ep.service, ep.contract),
-    )
+    row = (ep.queue_id, ep.group_id, ep.handle, ep.conv_order, msn, status, ep.priority,
+           int(is_timer), mtype, validation, body, message_id, ep.service, ep.contract)
+    if defer:
+        ctx.rows.append(row)
+    else:
+        ctx.conn.execute(_INSERT, row)
     if status == 1:
         ctx.ready_queues.add(ep.queue_id)
 
@@ -160,7 +171,26 @@ _SEND = (
 
 
 def send_user_message(ctx: Context, handle: str, mtype: str, body: bytes) -> None:
-    """SEND at commit: allocate the sequence number and move SO/SI to CO in one statement."""
+    """SEND at commit: allocate the sequence number and move SO/SI to CO in one statement.
+
+    After one message went the ordinary way to a local peer in state CO, later messages on
+    the same conversation in the same commit are numbered in memory and inserted in one
+    ``executemany`` at :func:`flush` — the peer cannot change meanwhile: we hold the writer.
+    """
+    fast = ctx.fast.get(handle)
+    if fast is not None:
+        sender, peer, _ = fast
+        mt = ctx.catalog.message_types.get(mtype)
+        if mt is not None and mt.check(body) is None:
+            ctx.rows.append((
+                peer.queue_id, peer.group_id, peer.handle, peer.conv_order, sender.send_seq, 1,
+                peer.priority, 0, mtype, mt.validation_code, body, m.new_id(), peer.service,
+                peer.contract,
+            ))
+            sender.send_seq += 1
+            ctx.ready_queues.add(peer.queue_id)
+            return
+        flush(ctx)  # an invalid body: the ordinary path produces the Error
     ep = _row(ctx.conn.execute(_SEND, (handle,)).fetchone())
     if ep is None:
         raise CommitConflictError(
@@ -171,7 +201,36 @@ def send_user_message(ctx: Context, handle: str, mtype: str, body: bytes) -> Non
             f"the conversation {handle} changed to state {ep.state} before COMMIT;"
             " SEND is no longer allowed", 8429,
         )
+    ctx.last_peer = None
     _route(ctx, ep, ep.send_seq - 1, mtype, body)
+    peer = ctx.last_peer
+    if peer is not None and peer.state == State.CO.value:
+        queue = ctx.catalog.queues_by_id.get(ep.queue_id)
+        if queue is not None and not queue.retention:
+            ctx.fast[handle] = (ep, peer, ep.send_seq)
+
+
+def flush(ctx: Context) -> None:
+    """Write what the SEND fast path kept in memory: message rows and sequence numbers."""
+    if ctx.rows:
+        ctx.conn.executemany(_INSERT, ctx.rows)
+        ctx.rows.clear()
+    for handle, (sender, _, written) in ctx.fast.items():
+        if sender.send_seq != written:
+            ctx.conn.execute(
+                "UPDATE sb_endpoints SET send_seq = ? WHERE handle = ?", (sender.send_seq, handle)
+            )
+    ctx.fast.clear()
+
+
+# One statement: does the conversation have messages waiting in the transmission queue (they
+# must go first), and the peer endpoint if it exists.
+_PEER_AND_PENDING = (
+    "SELECT EXISTS(SELECT 1 FROM sb_transmission_queue WHERE handle = ?), "
+    + ", ".join(f"e.{f.name}" for f in fields(Endpoint))
+    + " FROM (SELECT 1) LEFT JOIN sb_endpoints e ON e.conversation_id = ? AND e.is_initiator = ?"
+)
+_UNLOADED = object()
 
 
 def _route(ctx: Context, ep: Endpoint, msn: int, mtype: str, body: bytes) -> None:
@@ -181,11 +240,12 @@ def _route(ctx: Context, ep: Endpoint, msn: int, mtype: str, body: bytes) -> Non
     if queue is not None and queue.retention and mtype not in m.SYSTEM_MESSAGE_TYPES:
         _enqueue(ctx, ep, msn, mtype, body, message_id, status=3)
     if _is_local(ctx, ep):
-        pending = ctx.conn.execute(
-            "SELECT 1 FROM sb_transmission_queue WHERE handle = ? LIMIT 1", (ep.handle,)
+        row = ctx.conn.execute(
+            _PEER_AND_PENDING, (ep.handle, ep.conversation_id, int(not ep.is_initiator))
         ).fetchone()
-        if pending is None:
-            status = deliver_local(ctx, ep, msn, mtype, body, message_id)
+        if not row[0]:
+            peer = _row(row[1:]) if row[1] is not None else None
+            status = deliver_local(ctx, ep, msn, mtype, body, message_id, peer=peer)
             if status is None:
                 return
         else:
@@ -243,14 +303,17 @@ def _create_target(ctx: Context, sender: Endpoint) -> Endpoint | str:
 
 
 def deliver_local(
-    ctx: Context, sender: Endpoint, msn: int, mtype: str, body: bytes, message_id: str
+    ctx: Context, sender: Endpoint, msn: int, mtype: str, body: bytes, message_id: str,
+    *, peer: Endpoint | None | object = _UNLOADED,
 ) -> str | None:
     """Deliver to the peer endpoint in this database; a transmission status if it must wait."""
     target_service = ctx.catalog.services[sender.far_service]
     queue = ctx.catalog.queues_by_id[target_service.queue_id]
     if not queue.status:
         return STATUS_QUEUE_DISABLED
-    peer = load_peer(ctx.conn, sender)
+    if peer is _UNLOADED:
+        peer = load_peer(ctx.conn, sender)
+    assert peer is None or isinstance(peer, Endpoint)
     if peer is None:
         if not sender.is_initiator:
             return None  # the initiator is gone (cleaned up): nothing to deliver to
@@ -283,7 +346,10 @@ def deliver_local(
         peer.receive_seq = max(peer.receive_seq, msn + 1)
         _save_state(ctx, peer)
     if Effect.ENQUEUE in effects:
-        _enqueue(ctx, peer, msn, mtype, body, message_id)
+        user = mtype not in m.SYSTEM_MESSAGE_TYPES
+        _enqueue(ctx, peer, msn, mtype, body, message_id, defer=user)
+        if user:
+            ctx.last_peer = peer
     if Effect.CLOSE in effects:
         close(ctx, peer)
     return None
@@ -411,4 +477,5 @@ def redeliver_waiting(ctx: Context) -> int:
                 (status, tq_id),
             )
             blocked.add(handle)
+    flush(ctx)
     return delivered

@@ -146,6 +146,10 @@ class Transaction:
         return self._broker.db.writer.run(fn, durable=False)
 
     def _endpoint(self, handle: object) -> dialogs.Endpoint:
+        if isinstance(handle, str):
+            known = self._eps.get(handle)
+            if known is not None and handle not in self._gone:
+                return known
         key = normalize_handle(handle)
         if key in self._gone:
             raise ConversationNotFoundError(f"the conversation handle {key} is not found")
@@ -527,7 +531,10 @@ class Transaction:
             ctx.conn = conn
             ctx.ready_queues.clear()
             for op in self._ops:
+                if op[0] != "send":
+                    dialogs.flush(ctx)
                 self._apply(ctx, op)
+            dialogs.flush(ctx)
             self._finish_receives(conn)
 
         try:
