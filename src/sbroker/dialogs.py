@@ -203,11 +203,11 @@ def send_user_message(ctx: Context, handle: str, mtype: str, body: bytes) -> Non
         )
     ctx.last_peer = None
     _route(ctx, ep, ep.send_seq - 1, mtype, body)
-    peer = ctx.last_peer
-    if peer is not None and peer.state == State.CO.value:
+    last = ctx.last_peer
+    if last is not None and last.state == State.CO.value:
         queue = ctx.catalog.queues_by_id.get(ep.queue_id)
         if queue is not None and not queue.retention:
-            ctx.fast[handle] = (ep, peer, ep.send_seq)
+            ctx.fast[handle] = (ep, last, ep.send_seq)
 
 
 def flush(ctx: Context) -> None:
