@@ -88,6 +88,8 @@ class Database:
         self._closed = False
         if path.parent and not path.parent.exists():
             raise DatabaseError(f"cannot create {path}: the folder {path.parent} does not exist")
+        if path.exists() and path.stat().st_size > 0:
+            self._check_existing()  # before _connect switches the file to WAL mode
         conn = self._connect()
         try:
             self._check_and_migrate(conn)
@@ -163,7 +165,19 @@ class Database:
                     os.unlink(f"{self.path}{suffix}")
 
     # -- schema --------------------------------------------------------------------------
-    def _check_and_migrate(self, conn: sqlite3.Connection) -> None:
+    def _check_existing(self) -> None:
+        """Refuse a foreign, corrupt or too new file through a read-only connection."""
+        try:
+            conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True)
+        except sqlite3.Error as exc:
+            raise DatabaseError(f"{self.path} could not be opened: {exc}") from None
+        try:
+            self._check(conn)
+        finally:
+            conn.close()
+
+    def _check(self, conn: sqlite3.Connection) -> int:
+        """The file's schema version, if it is an sbroker database (or an empty one)."""
         try:
             app_id = conn.execute("PRAGMA application_id").fetchone()[0]
             version = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -180,6 +194,10 @@ class Database:
                 f"{self.path} has schema version {version}, newer than this sbroker "
                 f"({len(MIGRATIONS)}): upgrade sbroker"
             )
+        return int(version)
+
+    def _check_and_migrate(self, conn: sqlite3.Connection) -> None:
+        version = self._check(conn)
         if version == len(MIGRATIONS):
             return
         conn.execute("BEGIN IMMEDIATE")
