@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import threading
@@ -11,8 +12,9 @@ from types import TracebackType
 from typing import Any
 
 from . import catalog as cat_mod
-from . import dialogs
+from . import dialogs, events
 from . import messages as m
+from .activation import ActivationService
 from .catalog import Activation, Catalog
 from .clock import SYSTEM_CLOCK, Clock
 from .errors import InvalidArgumentError, NotFoundError
@@ -52,6 +54,8 @@ class Broker:
         self._started = False
         self._closed = False
         self._procedures: dict[str, Any] = {}
+        self._activation = ActivationService(self)  # installs its hooks and dm_ views
+        self._services.append(self._activation)
         with db.connection() as conn:
             self.broker_instance = self._catalog_for(conn).broker_instance
             self.reap_dead_sessions(conn, force=True)
@@ -310,6 +314,46 @@ class Broker:
         extra: dict[str, Any] = self.__dict__.setdefault("_extra_views", {})
         extra[name] = provider
 
+    # -- the task scheduler (SPEC §8) -------------------------------------------------------
+    def install_executor(self, *, max_queue_readers: int = 4, spark: Any = None,
+                         runner: Any = None) -> None:
+        """Create, idempotently, the seed 002 objects and the executor (activated procedure).
+
+        ``spark``: a ``sbroker.SparkConfig`` (local mode by default); ``runner``: run tasks with
+        this Runner instead (tests use a StubRunner).
+        """
+        from .scheduler import schema
+        from .scheduler.client import install_runner
+
+        if isinstance(max_queue_readers, bool) or not isinstance(max_queue_readers, int) or (
+                max_queue_readers < 1):
+            raise InvalidArgumentError("max_queue_readers must be an int >= 1")
+        schema.install(self, max_queue_readers=max_queue_readers, spark=spark)
+        if runner is not None:
+            install_runner(self, runner)
+
+    def scheduler(self, name: str | None = None, *, max_concurrency: int | None = None,
+                  priority: int | None = None) -> Any:
+        """A task scheduler (one dialog to the executor): ``with broker.scheduler() as s:``."""
+        from .scheduler import Scheduler
+
+        return Scheduler(self, name, max_concurrency=max_concurrency, priority=priority)
+
+    def _ready_groups(self, queue: str) -> list[tuple[str, int, int, str]]:
+        """Unlocked groups with ready messages: (group, priority, oldest order, conversation)."""
+        with self.db.connection() as conn:
+            q = self._catalog_for(conn).queue(queue)
+            rows = conn.execute(
+                "SELECT m.group_id, max(m.priority), min(m.queuing_order),"
+                " min(e.conversation_id) FROM sb_messages m"
+                " JOIN sb_endpoints e ON e.handle = m.handle"
+                " LEFT JOIN sb_group_locks l ON l.group_id = m.group_id"
+                " WHERE m.queue_id = ? AND m.status = 1 AND l.group_id IS NULL"
+                " GROUP BY m.group_id",
+                (q.queue_id,),
+            ).fetchall()
+        return [(str(g), int(p), int(o), str(c)) for g, p, o, c in rows]
+
     # -- engine callbacks -------------------------------------------------------------------
     def reap_dead_sessions(self, conn: sqlite3.Connection, *, force: bool = False) -> None:
         now = time.monotonic()
@@ -363,3 +407,8 @@ class Broker:
         queue = cat.queues_by_id.get(queue_id)
         if queue is not None:
             self.hooks.altered(queue.name)
+            try:
+                events.post_event(self, queue.name, events.BROKER_QUEUE_DISABLED)
+            except Exception:  # the rollback already happened: report, do not raise
+                logging.getLogger("sbroker.events").exception(
+                    "BROKER_QUEUE_DISABLED notification failed", extra={"queue": queue.name})

@@ -1,0 +1,111 @@
+"""The queue monitor's decision rules (seed 001), on the pure Monitor record."""
+
+from __future__ import annotations
+
+from sbroker.activation.monitor import (
+    EXTERNAL,
+    INACTIVE,
+    NOTIFIED,
+    RECEIVES_OCCURRING,
+    Monitor,
+)
+
+INTERVAL = 5.0  # monitor_interval
+
+
+def decide(mon: Monitor, now: float, available: bool = True, max_readers: int = 4) -> bool:
+    return mon.decide(now, INTERVAL, enabled=True, available=available, max_readers=max_readers)
+
+
+def test_a_message_arriving_at_an_empty_queue_with_no_reader_activates_at_once() -> None:
+    mon = Monitor(1, "q")
+    assert not decide(mon, 0.0, available=False)
+    assert mon.state == INACTIVE
+    assert decide(mon, 0.1)
+    assert mon.state == NOTIFIED
+    assert mon.last_activated_time == 0.1
+
+
+def test_no_second_activation_while_notified_until_a_receive() -> None:
+    mon = Monitor(1, "q")
+    assert decide(mon, 0.0)
+    mon.tasks_running = 1
+    assert not decide(mon, 4.0)
+    assert mon.state == NOTIFIED
+    mon.note_receive(4.5, empty=False)
+    assert mon.state == RECEIVES_OCCURRING
+
+
+def test_readers_not_keeping_up_for_an_interval_start_one_more() -> None:
+    mon = Monitor(1, "q")
+    assert decide(mon, 0.0)
+    mon.tasks_running = 1
+    mon.note_receive(0.1, empty=False)
+    assert not decide(mon, 4.9)
+    assert decide(mon, 5.0)
+    mon.tasks_running = 2
+    mon.note_receive(5.1, empty=False)
+    assert not decide(mon, 9.9)
+    assert decide(mon, 10.0)
+
+
+def test_a_recent_empty_result_means_readers_keep_up() -> None:
+    mon = Monitor(1, "q")
+    assert decide(mon, 0.0)
+    mon.tasks_running = 1
+    mon.note_receive(1.0, empty=False)
+    mon.note_receive(3.0, empty=True)
+    assert not decide(mon, 7.0)  # messages again, but the last empty result is 4 s old
+    assert decide(mon, 8.0)
+
+
+def test_a_session_waiting_in_receive_blocks_the_backlog_rule() -> None:
+    mon = Monitor(1, "q")
+    assert decide(mon, 0.0)
+    mon.tasks_running = 1
+    mon.note_receive(0.1, empty=False)
+    mon.tasks_waiting = 1
+    assert not decide(mon, 50.0)
+    mon.tasks_waiting = 0
+    assert decide(mon, 50.0)
+
+
+def test_never_more_than_max_queue_readers() -> None:
+    mon = Monitor(1, "q")
+    mon.tasks_running = 2
+    assert not mon.needs_look(100.0, INTERVAL, max_readers=2)
+    assert not decide(mon, 100.0, max_readers=2)
+    assert mon.state == RECEIVES_OCCURRING
+
+
+def test_nothing_receivable_means_no_activation() -> None:
+    mon = Monitor(1, "q")
+    for t in (0.0, 10.0, 20.0):
+        assert not decide(mon, t, available=False)
+    assert mon.state == INACTIVE
+
+
+def test_a_procedure_that_exits_without_receiving_is_replaced_only_after_an_interval() -> None:
+    mon = Monitor(1, "q")
+    assert decide(mon, 0.0)
+    mon.tasks_running = 0  # it failed before its first RECEIVE
+    assert not decide(mon, 0.1)
+    assert decide(mon, 5.0)
+
+
+def test_external_notification_waits_for_a_receive_or_the_interval() -> None:
+    mon = Monitor(1, "q", kind=EXTERNAL)
+    assert decide(mon, 0.0)
+    assert not mon.needs_look(2.0, INTERVAL, max_readers=0)
+    assert not decide(mon, 2.0)
+    assert decide(mon, 5.0)  # no RECEIVE: the wait timed out, and the backlog is still there
+
+
+def test_external_queue_drained_then_new_message_notifies_again_at_once() -> None:
+    mon = Monitor(1, "q", kind=EXTERNAL)
+    assert decide(mon, 0.0)
+    mon.note_receive(1.0, empty=False)
+    mon.note_receive(1.5, empty=True)
+    assert not decide(mon, 1.6, available=False)
+    assert mon.state == RECEIVES_OCCURRING
+    assert decide(mon, 2.0)
