@@ -3,8 +3,9 @@
 Each reader takes one AsyncSent message and marks its ExecutionLog row running in one
 transaction (so the message is consumed exactly when the row says who runs it), runs the task
 outside any transaction, then records the outcome and sends AsyncDone in another.  Readers pick
-the scheduler (conversation group) with the fewest tasks running here, then the oldest waiting
-message, so a scheduler with a thousand queued tasks does not starve one with three.
+the scheduler (conversation group) with the fewest tasks running here, then the one served
+least recently, then the oldest waiting message: a scheduler with a thousand queued tasks does
+not starve one with three.
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ class ExecutorState:
     running: Counter[str] = field(default_factory=Counter)  # conversation group -> tasks
     running_logs: dict[int, str] = field(default_factory=dict)  # log id -> group
     priorities: dict[str, int] = field(default_factory=dict)  # conversation id -> priority
+    served: dict[str, int] = field(default_factory=dict)  # group -> when last served (a tick)
+    tick: int = 0
     watcher: threading.Thread | None = None
 
 
@@ -78,7 +81,8 @@ def _fair_groups(broker: Broker, state: ExecutorState) -> list[str]:
     with state.lock:
         ranked = sorted(
             groups,
-            key=lambda g: (-state.priorities.get(g[3], 5), -g[1], state.running[g[0]], g[2]),
+            key=lambda g: (-state.priorities.get(g[3], 5), -g[1], state.running[g[0]],
+                           state.served.get(g[0], 0), g[2]),
         )
     return [g[0] for g in ranked]
 
@@ -98,6 +102,8 @@ def _receive_one(broker: Broker, state: ExecutorState, worker: str,
             msg = msgs[0]
             if msg.message_type_name in (m.END_DIALOG, m.ERROR):
                 tx.end_conversation(msg.conversation_handle)
+                with state.lock:
+                    state.served.pop(msg.conversation_group_id, None)
                 return msg, None
             payload: dict[str, Any] = msg.json()
             log_id = int(payload["log_id"])
@@ -130,6 +136,8 @@ def serve_one(broker: Broker, state: ExecutorState, worker: str, *, wait: float)
     with state.lock:
         state.running[group] += 1
         state.running_logs[log_id] = group
+        state.tick += 1
+        state.served[group] = state.tick
     _ensure_watcher(broker, state)
     try:
         task: Task = task_from_dict(payload["task"])

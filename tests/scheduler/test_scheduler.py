@@ -1,0 +1,138 @@
+"""The seed 002 scheduler on the broker, with a stub runner (no JVM)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import sbroker
+from sbroker.spark import PythonTask, SparkSQL, StubRunner, TaskFailed
+
+
+
+def test_install_creates_the_seed_objects_idempotently(executor: sbroker.Broker) -> None:
+    executor.install_executor(max_queue_readers=3)
+    cat = executor.catalog
+    assert {"AsyncSent", "AsyncDone"} <= set(cat.message_types)
+    assert cat.contracts["AsyncContract"] == {"AsyncSent": "initiator", "AsyncDone": "target"}
+    assert {"QueueAsyncInitiator", "QueueAsyncTarget"} <= set(cat.queues)
+    assert {"ServiceAsyncInitiator", "ServiceAsyncTarget"} <= set(cat.services)
+    target = cat.queues["QueueAsyncTarget"]
+    assert target.activation_status and target.max_queue_readers == 3
+    assert target.activation_procedure == "sbroker.scheduler.executor:executor_procedure"
+    assert executor.view("ExecutionLog") == [] and executor.view("ExecutionStatus") == []
+
+
+def test_a_stage_runs_concurrently_and_reports_every_task(
+        executor: sbroker.Broker, runner: StubRunner, readers: object) -> None:
+    gate = threading.Event()
+    runner.on("SELECT 'slow'", gate=gate, value={"rows": 1})
+    with executor.scheduler("stage") as s:
+        ids = [s.exec_async("SELECT 'slow'") for _ in range(2)]
+        while runner.max_running < 2:  # both readers run a task at once
+            s.broker.notifier.wait(s.broker.notifier.version, None)
+        gate.set()
+        results = s.wait_all()
+    assert sorted(r.log_id for r in results) == ids
+    assert {r.status for r in results} == {"succeeded"}
+    assert all(r.value == {"rows": 1} for r in results)
+    rows = executor.view("ExecutionLog")
+    assert {r["Status"] for r in rows} == {"succeeded"}
+    assert all(r["StartTime"] and r["EndTime"] and r["Worker"] for r in rows)
+    assert executor.view("conversation_endpoints") == []
+
+
+def test_a_failed_task_is_recorded_reported_and_the_executor_goes_on(
+        executor: sbroker.Broker, runner: StubRunner, readers: object) -> None:
+    runner.on("bad", error=ValueError("no such table: nope"))
+    runner.on("mod:fn", value=7)
+    with executor.scheduler() as s:
+        bad = s.exec_async(SparkSQL("bad"))
+        good = s.exec_async(PythonTask("mod:fn", n=1))
+        with pytest.raises(TaskFailed) as info:
+            s.wait_all()
+        by_id = {r.log_id: r for r in info.value.results}
+        assert by_id[bad].status == "failed" and "no such table" in (by_id[bad].error or "")
+        assert by_id[good].status == "succeeded"
+        again = s.exec_async("SELECT 1")
+        assert s.synchronize(timeout=30).log_id == again
+    row = next(r for r in executor.view("ExecutionLog") if r["LogID"] == bad)
+    assert row["Status"] == "failed" and "no such table" in row["Error"]
+
+
+def test_cancel_a_queued_task_and_a_running_one(
+        executor: sbroker.Broker, runner: StubRunner, readers: object) -> None:
+    gate = threading.Event()
+    runner.on("SELECT 'hang'", gate=gate)
+    with executor.scheduler(max_concurrency=None) as s:
+        running = [s.exec_async("SELECT 'hang'") for _ in range(2)]
+        while len(runner.running) < 2:
+            s.broker.notifier.wait(s.broker.notifier.version, None)
+        queued = s.exec_async("SELECT 'hang'")
+        s.cancel(queued)
+        s.cancel(running[0])
+        results = {}
+        while len(results) < 2:
+            r = s.synchronize(timeout=30)
+            results[r.log_id] = r
+        assert results[queued].status == "cancelled"
+        assert results[running[0]].status == "cancelled"
+        gate.set()
+        assert s.synchronize(timeout=30).status == "succeeded"
+    statuses = {r["LogID"]: r["Status"] for r in executor.view("ExecutionLog")}
+    assert statuses[queued] == statuses[running[0]] == "cancelled"
+
+
+def test_max_concurrency_bounds_tasks_in_flight(
+        executor: sbroker.Broker, runner: StubRunner, readers: object) -> None:
+    with executor.scheduler(max_concurrency=1) as s:
+        for i in range(6):
+            s.exec_async(f"SELECT {i}")
+            assert len(s._in_flight) <= 1
+        assert len(s.wait_all()) == 6
+    assert runner.max_running == 1
+
+
+def test_a_small_scheduler_is_not_starved_by_a_big_one(
+        executor: sbroker.Broker, runner: StubRunner, make_readers: type) -> None:
+    big = executor.scheduler("big")
+    small = executor.scheduler("small")
+    with big, small:
+        big_ids = [big.exec_async(f"SELECT {i}") for i in range(300)]
+        small_ids = [small.exec_async(f"SELECT 'small {i}'") for i in range(3)]
+        readers = make_readers(executor, 2)
+        try:
+            small.wait_all()
+            big.wait_all()
+        finally:
+            readers.close()
+    order = runner.finished
+    last_small = max(order.index(i) for i in small_ids)
+    big_before = sum(1 for i in order[:last_small] if i in set(big_ids))
+    assert big_before <= 10, f"{big_before} big tasks ran before the small scheduler finished"
+
+
+def test_scheduler_without_executor_and_bad_arguments(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    with sbroker.Broker.open(tmp_path / "x.db") as b:
+        with pytest.raises(sbroker.BrokerError, match="install_executor"):
+            b.scheduler()
+        b.install_executor(runner=StubRunner())
+        with pytest.raises(sbroker.InvalidArgumentError):
+            b.scheduler(max_concurrency=0)
+        with b.scheduler() as s, pytest.raises(sbroker.BrokerError, match="no task"):
+            s.synchronize()
+
+
+def test_a_task_whose_executor_died_is_reported_failed(
+        executor: sbroker.Broker, runner: StubRunner) -> None:
+    with executor.scheduler() as s:
+        log_id = s.exec_async("SELECT 1")
+        # An executor in a process that died: it took the task, then vanished.
+        with executor.transaction() as tx:
+            [msg] = tx.receive("QueueAsyncTarget")
+            tx.execute(
+                "UPDATE ExecutionLog SET Status = 'running', WorkerSession = -1,"
+                " TargetHandle = ? WHERE LogID = ?", (msg.conversation_handle, log_id))
+        result = s.synchronize(timeout=30)
+    assert result.status == "failed" and "died" in (result.error or "")
