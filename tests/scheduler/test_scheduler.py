@@ -10,7 +10,6 @@ import sbroker
 from sbroker.spark import PythonTask, SparkSQL, StubRunner, TaskFailed
 
 
-
 def test_install_creates_the_seed_objects_idempotently(executor: sbroker.Broker) -> None:
     executor.install_executor(max_queue_readers=3)
     cat = executor.catalog
