@@ -67,8 +67,9 @@ def executor_procedure(ctx: Any) -> None:
     state = executor_state(broker)
     recover_dead_tasks(broker)
     worker = f"{os.getpid()}:{threading.current_thread().name}"
-    while not getattr(ctx, "stopping", False) and serve_one(broker, state, worker,
-                                                           wait=IDLE_SECONDS):
+    stopping: threading.Event | None = getattr(ctx, "stopping", None)
+    while not (stopping is not None and stopping.is_set()) and serve_one(
+            broker, state, worker, wait=IDLE_SECONDS):
         pass
 
 
