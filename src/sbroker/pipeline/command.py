@@ -88,7 +88,6 @@ def run_command(path: str | Path, params: Sequence[str] = (), *,
     """Run a pipeline file; returns (exit code, the run). Problems with the file are one
     line on stderr and exit code 2; a failed stage gives 1; Ctrl-C gives 130."""
     console = console or Console()
-    errors = Console(stderr=True)
     try:
         pipeline = load_pipeline(path, parse_param_overrides(list(params)))
         with pipeline_import_path(pipeline):
@@ -99,7 +98,7 @@ def run_command(path: str | Path, params: Sequence[str] = (), *,
                 run = run_pipeline(pipeline, scheduler,
                                    observer=make_display(console, monitor))
     except PipelineError as exc:
-        errors.print(f"error: {exc}", highlight=False, markup=False)
+        print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE, None
     if run.interrupted:
         return EXIT_INTERRUPTED, run

@@ -50,6 +50,10 @@ def _short_value(value: Any, width: int = 60) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _one_line(text: str) -> Text:
+    return Text(text, no_wrap=True, overflow="ellipsis")
+
+
 def _state_text(state: str) -> Text:
     mark, style = _STYLE.get(state, ("?", ""))
     return Text(f"{mark} {state}", style=style)
@@ -149,12 +153,12 @@ class PlainDisplay(RunObserver):
     def pipeline_started(self, run: PipelineRun) -> None:
         """Name the pipeline."""
         self.console.print(f"pipeline {escape(run.pipeline.name)}: {len(run.stages)} stages, "
-                           f"{run.pipeline.task_count} tasks", highlight=False)
+                           f"{run.pipeline.task_count} tasks", highlight=False, soft_wrap=True)
 
     def stage_started(self, run: PipelineRun, stage: StageRun) -> None:
         """Announce a stage."""
         self.console.print(f"stage {escape(stage.stage.name)}: {len(stage.tasks)} tasks sent",
-                           highlight=False)
+                           highlight=False, soft_wrap=True)
 
     def task_finished(self, run: PipelineRun, stage: StageRun, task: TaskRun) -> None:
         """One line per result."""
@@ -163,12 +167,13 @@ class PlainDisplay(RunObserver):
                   _short_value(result.value if result else None))
         self.console.print(f"  {escape(stage.stage.name)}/{escape(task.spec.name)} "
                            f"{task.state} in {format_seconds(task.seconds)}"
-                           + (f": {escape(detail)}" if detail else ""), highlight=False)
+                           + (f": {escape(detail)}" if detail else ""), highlight=False,
+                           soft_wrap=True)
 
     def stage_finished(self, run: PipelineRun, stage: StageRun) -> None:
         """Close a stage."""
         self.console.print(f"stage {escape(stage.stage.name)}: {stage.state} in "
-                           f"{format_seconds(stage.seconds)}", highlight=False)
+                           f"{format_seconds(stage.seconds)}", highlight=False, soft_wrap=True)
 
     def pipeline_finished(self, run: PipelineRun) -> None:
         """The report."""
@@ -185,11 +190,11 @@ def make_display(console: Console, monitor: TaskMonitor | None = None) -> RunObs
 def render_report(run: PipelineRun) -> RenderableType:
     """The closing summary: a table of stage and task times, then the verdict."""
     table = Table(title=f"pipeline {run.pipeline.name}", title_justify="left")
-    table.add_column("stage / task")
-    table.add_column("status")
-    table.add_column("time", justify="right")
-    table.add_column("log id", justify="right", style="dim")
-    table.add_column("result", overflow="fold", max_width=60)
+    table.add_column("stage / task", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("time", justify="right", no_wrap=True)
+    table.add_column("log id", justify="right", style="dim", no_wrap=True)
+    table.add_column("result", max_width=60)  # the one column that gives way when narrow
     for stage in run.stages:
         table.add_row(Text(stage.stage.name, style="bold"), _state_text(stage.state),
                       format_seconds(stage.seconds), "", "", end_section=False)
@@ -200,7 +205,7 @@ def render_report(run: PipelineRun) -> RenderableType:
             table.add_row(f"  {task.spec.name}", _state_text(task.state),
                           format_seconds(task.seconds),
                           str(task.log_id) if task.log_id is not None else "",
-                          _short_value(result.value) if result else "")
+                          _one_line(_short_value(result.value, 200) if result else ""))
     parts: list[RenderableType] = [table]
     failed = run.failed_stage
     if run.ok:

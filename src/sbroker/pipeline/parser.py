@@ -79,6 +79,12 @@ class _Locator:
                 i += 2
             else:
                 if not found:
+                    # an implicit super-table: [options.spark] without [options]
+                    if any(start <= h[0] < end and h[1].startswith(name + ".")
+                           for h in self.headers):
+                        prefix = name + "."
+                        i += 1
+                        continue
                     return None
                 chosen = found[0]
                 i += 1
@@ -148,7 +154,7 @@ class _Parser:
         self._check_keys(head, ("pipeline",), {"name", "description"})
         default_name = Path(self.path).stem if self.path else "pipeline"
         name = self._string(head, ("pipeline",), "name", default_name)
-        description = self._string(head, ("pipeline",), "description", "")
+        description = self._string(head, ("pipeline",), "description", "", empty_ok=True)
         options = self._options(self._table(doc, (), "options"))
         stages_raw = doc.get("stage")
         if not isinstance(stages_raw, list) or not stages_raw:
@@ -185,9 +191,9 @@ class _Parser:
         return value
 
     def _string(self, table: Mapping[str, Any], where: Path_, key: str,
-                default: str | None = None) -> str:
+                default: str | None = None, *, empty_ok: bool = False) -> str:
         value = table.get(key, default)
-        if not isinstance(value, str) or (default is None and not value.strip()):
+        if not isinstance(value, str) or (not empty_ok and not value.strip()):
             raise self.error(f"{key!r} must be a non-empty string", where, key)
         return value
 
