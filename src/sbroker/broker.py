@@ -163,6 +163,7 @@ class Broker:
             fn(conn, *args)
             if redeliver:
                 self._redeliver(conn)
+        self.notifier.bump()  # waiting receivers re-read the catalog (a queue disabled, ...)
 
     def _redeliver(self, conn: sqlite3.Connection) -> None:
         if conn.execute("SELECT 1 FROM sb_transmission_queue LIMIT 1").fetchone() is None:
@@ -363,10 +364,11 @@ class Broker:
         if self.db.reap_dead_sessions(conn, self.session_id):
             self.notifier.bump()
 
-    def _after_commit(self, ready_queues: set[int], released: bool, received: set[int],
-                      wake_services: bool) -> None:
+    def _after_commit(self, ready_queues: set[int], released: set[int] | bool,
+                      received: set[int], wake_services: bool) -> None:
         if ready_queues or released:
-            self.notifier.bump()
+            changed = None if released is True else ready_queues | (released or set())
+            self.notifier.bump(changed)
         if ready_queues:
             self.hooks.arrived(ready_queues)
         if wake_services and self._started:
@@ -393,9 +395,10 @@ class Broker:
                 disabled.append(qid)
         return disabled
 
-    def _after_rollback(self, received: set[int], released: bool, disabled: list[int]) -> None:
+    def _after_rollback(self, received: set[int], released: set[int] | bool,
+                        disabled: list[int]) -> None:
         if released:
-            self.notifier.bump()
+            self.notifier.bump(None if released is True else released)
         if received:
             self.hooks.rolled_back(received)
         for qid in disabled:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from .clock import Clock, SystemClock
 
@@ -15,36 +15,60 @@ RECHECK_SECONDS = 0.5  # waiters re-check even without news (dead lock holders, 
 
 
 class Notifier:
-    """A condition with a version: waiters sleep until the version moves or a deadline."""
+    """A condition with versions: waiters sleep until the version they watch moves (the
+    global one, or one queue's) or a deadline, so a commit into queue A does not send the
+    readers of queue B back to the database."""
 
     def __init__(self, clock: Clock, connect: Callable[[], sqlite3.Connection]) -> None:
         self.clock = clock
         self.cond = threading.Condition()
         self.version = 0
+        self._epoch = 0  # bumped when we cannot tell which queues changed
+        self._queues: dict[int, int] = {}
         self._connect = connect
         self._waiters = 0
         self._poller: threading.Thread | None = None
         self._closed = False
 
-    def bump(self) -> None:
+    def bump(self, queue_ids: Iterable[int] | None = None) -> None:
+        """Something changed: in these queues, or (None) anywhere."""
         with self.cond:
             self.version += 1
+            if queue_ids is None:
+                self._epoch += 1
+            else:
+                for q in queue_ids:
+                    self._queues[q] = self._queues.get(q, 0) + 1
             self.cond.notify_all()
 
-    def wait(self, seen: int, deadline: float | None) -> None:
-        """Return when the version differs from ``seen``, at ``deadline``, or after a while."""
+    def token(self, queue_id: int | None = None) -> object:
+        """What to pass to :meth:`wait`: the global version, or one queue's."""
         with self.cond:
-            if self.version != seen or self._closed:
+            return self._token(queue_id)
+
+    def _token(self, queue_id: int | None) -> object:
+        if queue_id is None:
+            return self.version
+        return (self._epoch, self._queues.get(queue_id, 0))
+
+    def wait(self, seen: object, deadline: float | None, queue_id: int | None = None) -> None:
+        """Return when the watched version differs from ``seen``, at ``deadline``, or after
+        a while (waiters re-check now and then: dead lock holders, the clock)."""
+        with self.cond:
+            if self._token(queue_id) != seen or self._closed:
                 return
             self._waiters += 1
             self._ensure_poller()
             try:
                 if isinstance(self.clock, SystemClock):
-                    limit = RECHECK_SECONDS
+                    end = self.clock.now() + RECHECK_SECONDS
                     if deadline is not None:
-                        limit = min(limit, max(0.0, deadline - self.clock.now()))
-                    if limit > 0:
-                        self.cond.wait(limit)
+                        end = min(end, deadline)
+                    while self._token(queue_id) == seen and not self._closed:
+                        remaining = end - self.clock.now()
+                        if remaining <= 0:
+                            break
+                        self.cond.wait(remaining)
                 else:
                     self.clock.wait(self.cond, deadline)
             finally:

@@ -412,7 +412,7 @@ class Transaction:
         first = True
         try:
             while True:
-                seen = broker.notifier.version
+                seen = broker.notifier.token(q.queue_id)
                 if not first:
                     q = self._cat(refresh=True).queue(queue)
                 first = False
@@ -429,7 +429,7 @@ class Transaction:
                 if unfiltered and not waiting:
                     waiting = True
                     broker.hooks.waiting(q.queue_id, +1)
-                broker.notifier.wait(seen, deadline)
+                broker.notifier.wait(seen, deadline, queue_id=q.queue_id)
         finally:
             if waiting:
                 broker.hooks.waiting(q.queue_id, -1)
@@ -475,6 +475,40 @@ class Transaction:
         self._locks[group] = q.queue_id
         return True
 
+    _PROBE_QUEUE = (
+        "SELECT EXISTS(SELECT 1 FROM sb_messages m WHERE m.queue_id = ? AND m.status = 1"
+        " AND NOT EXISTS (SELECT 1 FROM sb_group_locks l WHERE l.group_id = m.group_id"
+        " AND l.owner != ?)),"
+        " EXISTS(SELECT 1 FROM sb_group_locks WHERE queue_id = ? AND owner != ?)"
+    )
+    _PROBE_GROUP = (
+        "SELECT EXISTS(SELECT 1 FROM sb_messages WHERE group_id = ? AND status = 1{extra}),"
+        " EXISTS(SELECT 1 FROM sb_group_locks WHERE group_id = ? AND owner != ?)"
+    )
+
+    def _worth_a_write(self, q: Queue, group: str | None, handle: str | None) -> bool:
+        """A read-only look first: only go through the writer when there may be something
+        to take, so waiters woken by a commit elsewhere cost no write transaction."""
+        if self._held:
+            return True
+        conn = self._c()
+        if group is None:
+            free, locked = conn.execute(
+                self._PROBE_QUEUE, (q.queue_id, self._owner, q.queue_id, self._owner)
+            ).fetchone()
+            if not free and locked:
+                self._broker.reap_dead_sessions(conn)  # a dead process may hold them
+            return bool(free)
+        extra = " AND handle = ?" if handle else ""
+        args = (group, handle) if handle else (group,)
+        ready, locked = conn.execute(
+            self._PROBE_GROUP.format(extra=extra), (*args, group, self._owner)
+        ).fetchone()
+        if ready and locked:
+            self._broker.reap_dead_sessions(conn)
+            return True
+        return bool(ready)
+
     def _lock_next(self, q: Queue) -> list[str]:
         def attempt(conn: sqlite3.Connection) -> list[str]:
             group = self._next_group(conn, q)
@@ -482,6 +516,8 @@ class Transaction:
                 return []
             return [group]
 
+        if not self._worth_a_write(q, None, None):
+            return []
         return self._write(attempt)
 
     def _take(self, q: Queue, group: str | None, handle: str | None,
@@ -502,6 +538,8 @@ class Transaction:
             args: tuple[Any, ...] = (target, handle, limit) if handle else (target, limit)
             return conn.execute(sql, args).fetchall()
 
+        if not self._worth_a_write(q, group, handle):
+            return []
         rows = self._write(attempt)
         out: list[m.Message] = []
         retention = q.retention
@@ -555,7 +593,7 @@ class Transaction:
             if isinstance(exc, sqlite3.Error):
                 raise BrokerError(f"commit failed: {exc}") from exc
             raise
-        released = bool(self._locks)
+        released = set(self._locks.values())
         timers = any(op[0] in ("timer", "begin") for op in self._ops)
         self._release()
         self._broker._after_commit(ctx.ready_queues, released, self._received_queues,
@@ -641,7 +679,7 @@ class Transaction:
 
                 disabled = self._write(undo)
         finally:
-            released = bool(self._locks)
+            released = set(self._locks.values())
             self._release()
         self._broker._after_rollback(self._received_queues, released, disabled)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -39,6 +40,10 @@ def test_a_stage_runs_concurrently_and_reports_every_task(
     rows = executor.view("ExecutionLog")
     assert {r["Status"] for r in rows} == {"succeeded"}
     assert all(r["StartTime"] and r["EndTime"] and r["Worker"] for r in rows)
+    # The readers receive the scheduler's EndDialog and end their side: nothing remains.
+    deadline = time.monotonic() + 30
+    while executor.view("conversation_endpoints") and time.monotonic() < deadline:
+        executor.notifier.wait(executor.notifier.token(), time.time() + 0.05)
     assert executor.view("conversation_endpoints") == []
 
 
