@@ -361,9 +361,19 @@ def _broker_error(ctx: Context, ep: Endpoint, code: int, text: str) -> None:
     ep.state = state.value
     _save_state(ctx, ep)
     if Effect.ENQUEUE in effects:
-        _enqueue(ctx, ep, ep.receive_seq, m.ERROR, m.error_body(code, text), m.new_id())
+        _enqueue(ctx, ep, _next_inbound(ctx, ep), m.ERROR, m.error_body(code, text), m.new_id())
     if Effect.CLOSE in effects:
         close(ctx, ep)
+
+
+def _next_inbound(ctx: Context, ep: Endpoint) -> int:
+    """The sequence number of an Error the broker puts in ``ep``'s queue: after every message
+    already queued there (receive_seq is not written on every local delivery)."""
+    row = ctx.conn.execute(
+        "SELECT max(msn) FROM sb_messages WHERE group_id = ? AND handle = ? AND status != 3"
+        " AND is_timer = 0", (ep.group_id, ep.handle),
+    ).fetchone()
+    return ep.receive_seq if row[0] is None else max(ep.receive_seq, row[0] + 1)
 
 
 def close(ctx: Context, ep: Endpoint) -> None:
@@ -430,7 +440,7 @@ def fire_due(ctx: Context) -> float | None:
         )
         if Effect.ENQUEUE_LIFETIME_ERROR in effects:
             conn.execute("DELETE FROM sb_transmission_queue WHERE handle = ?", (ep.handle,))
-            _enqueue(ctx, current, current.receive_seq, m.ERROR, m.error_body(
+            _enqueue(ctx, current, _next_inbound(ctx, current), m.ERROR, m.error_body(
                 m.LIFETIME_EXPIRED, "The conversation lifetime has expired."), m.new_id())
         if Effect.CLOSE in effects:
             close(ctx, current)

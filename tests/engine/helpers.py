@@ -59,6 +59,23 @@ def table_counts(b: sbroker.Broker) -> dict[str, int]:
         }
 
 
+def on_hook(b: sbroker.Broker, hook: str, queue: str) -> threading.Event:
+    """An event set when the engine calls ``b.hooks.<hook>`` for ``queue``: ``waiting``
+    (an unfiltered RECEIVE starts to wait) or ``arrived`` (a commit made messages ready)."""
+    queue_id = b.catalog.queue(queue).queue_id
+    event = threading.Event()
+    original = getattr(b.hooks, hook)
+
+    def spy(first: Any, *args: Any) -> None:
+        original(first, *args)
+        if queue_id in ([first] if hook == "waiting" else list(first)) and (
+                hook != "waiting" or args[0] > 0):
+            event.set()
+
+    setattr(b.hooks, hook, spy)
+    return event
+
+
 class Background:
     """Run ``fn`` in a thread; :meth:`result` joins it with a deadline and re-raises."""
 
@@ -162,6 +179,16 @@ class Child:
             head, _, payload = line.partition(" ")
             if head == word:
                 return json.loads(payload) if payload else None
+
+    def rest(self, word: str, timeout: float = DEADLINE) -> list[Any]:
+        """After the child ended: the payloads of every ``word`` line it still wrote."""
+        out = []
+        while (line := self._lines.get(timeout=timeout)) is not None:
+            self.seen.append(line)
+            head, _, payload = line.partition(" ")
+            if head == word:
+                out.append(json.loads(payload) if payload else None)
+        return out
 
     def tell(self, line: str) -> None:
         assert self.proc.stdin is not None

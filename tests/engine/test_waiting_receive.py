@@ -14,7 +14,16 @@ import pytest
 
 from sbroker import Broker, FakeClock
 
-from .helpers import Background, Child, Holder, begin_and_send, bodies, make_pair, send
+from .helpers import (
+    Background,
+    Child,
+    Holder,
+    begin_and_send,
+    bodies,
+    make_pair,
+    on_hook,
+    send,
+)
 
 LONG = 60.0  # the RECEIVE timeout; a wake-up must come long before it
 
@@ -28,18 +37,7 @@ def _waiting_receive(b: Broker, timeout: float | None, **kw: object) -> Backgrou
 
 
 def _on_wait(b: Broker) -> threading.Event:
-    """An event set when an unfiltered RECEIVE on TargetQueue starts to wait (no sleeping)."""
-    queue_id = b.catalog.queue("TargetQueue").queue_id
-    parked = threading.Event()
-    original = b.hooks.waiting
-
-    def spy(qid: int, delta: int) -> None:
-        original(qid, delta)
-        if qid == queue_id and delta > 0:
-            parked.set()
-
-    b.hooks.waiting = spy  # type: ignore[method-assign]
-    return parked
+    return on_hook(b, "waiting", "TargetQueue")
 
 
 @pytest.mark.parametrize("timeout", [LONG, None], ids=["timeout", "forever"])
