@@ -350,10 +350,19 @@ class Transaction:
         self._check_active()
         if not isinstance(sql, str):
             raise InvalidArgumentError("execute needs an SQL string")
-        conn = self._c()
         if not self._held and not _is_read_only(sql):
-            conn.execute("BEGIN IMMEDIATE")
+            writer = self._broker.db.writer
+            conn = writer.acquire_exclusive()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except BaseException:
+                writer.release_exclusive()
+                raise
+            if self._conn is not None:
+                self._broker.db.release(self._conn)
+            self._conn = conn
             self._held = True
+        conn = self._c()
         try:
             return conn.execute(sql, params)
         except sqlite3.Error as exc:
@@ -584,7 +593,7 @@ class Transaction:
                 finally:
                     if conn.in_transaction:
                         conn.execute("ROLLBACK")
-                    self._held = False
+                    self._drop_hold()
             else:
                 self._broker.db.writer.run(apply, durable=True)
         except BaseException as exc:
@@ -670,7 +679,7 @@ class Transaction:
         try:
             if conn is not None and conn.in_transaction:
                 conn.execute("ROLLBACK")
-            self._held = False
+            self._drop_hold()
             disabled: list[int] = []
             if self._locks or self._received_queues:
                 def undo(c: sqlite3.Connection) -> list[int]:
@@ -683,7 +692,18 @@ class Transaction:
             self._release()
         self._broker._after_rollback(self._received_queues, released, disabled)
 
+    def _drop_hold(self) -> None:
+        """Give the writer's connection back (after COMMIT or ROLLBACK of a held transaction)."""
+        if self._held:
+            conn, self._conn, self._held = self._conn, None, False
+            try:
+                if conn is not None and conn.in_transaction:
+                    conn.execute("ROLLBACK")
+            finally:
+                self._broker.db.writer.release_exclusive()
+
     def _release(self) -> None:
+        self._drop_hold()
         if self._conn is not None:
             self._broker.db.release(self._conn)
             self._conn = None

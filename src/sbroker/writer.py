@@ -14,6 +14,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
+from .errors import TransactionStateError
+
 T = TypeVar("T")
 MAX_BATCH = 256
 
@@ -40,13 +42,56 @@ class Writer:
         self._cond = threading.Condition()
         self._queue: list[_Item[Any]] = []
         self._leading = False
+        self._holder: int | None = None  # thread holding the writer for a transaction
         self.batches = 0
         self.items = 0
+
+    def _connection(self, durable: bool) -> sqlite3.Connection:
+        conn = self._conn
+        if conn is None:
+            conn = self._conn = self._connect()
+        sync = self._sync if durable else "NORMAL"
+        if sync != self._current_sync:
+            conn.execute(f"PRAGMA synchronous = {sync}")
+            self._current_sync = sync
+        return conn
+
+    def acquire_exclusive(self) -> sqlite3.Connection:
+        """Hold the writer's connection for one transaction (``execute`` write statements):
+        other commits queue here, woken at once on release, instead of sleeping in SQLite's
+        busy handler.  The caller must call :meth:`release_exclusive`."""
+        me = threading.get_ident()
+        with self._cond:
+            if self._holder == me:
+                raise TransactionStateError(
+                    "this thread already holds the write lock in another transaction "
+                    "(it ran a write statement with execute): finish that one first"
+                )
+            while self._leading:
+                self._cond.wait()
+            self._leading = True
+            self._holder = me
+        try:
+            return self._connection(durable=True)
+        except BaseException:
+            self.release_exclusive()
+            raise
+
+    def release_exclusive(self) -> None:
+        with self._cond:
+            self._leading = False
+            self._holder = None
+            self._cond.notify_all()
 
     def run(self, fn: Callable[[sqlite3.Connection], T], *, durable: bool = True) -> T:
         """Run ``fn(conn)`` inside a write transaction; its result, or its exception."""
         item: _Item[T] = _Item(fn, durable)
         with self._cond:
+            if self._holder == threading.get_ident():
+                raise TransactionStateError(
+                    "another transaction in this thread holds the write lock (it ran a write "
+                    "statement with execute): commit or roll it back first"
+                )
             self._queue.append(item)
         while True:
             with self._cond:
@@ -73,13 +118,7 @@ class Writer:
 
     def _commit(self, batch: list[_Item[Any]]) -> None:
         try:
-            conn = self._conn
-            if conn is None:
-                conn = self._conn = self._connect()
-            sync = self._sync if any(it.durable for it in batch) else "NORMAL"
-            if sync != self._current_sync:
-                conn.execute(f"PRAGMA synchronous = {sync}")
-                self._current_sync = sync
+            conn = self._connection(any(it.durable for it in batch))
             conn.execute("BEGIN IMMEDIATE")
         except BaseException as exc:
             self._finish(batch, exc)
