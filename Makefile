@@ -16,9 +16,10 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 run: setup
-	$(BIN)/sbroker --db out/demo.db demo
+	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/sbroker --db out/sbroker.db run examples/orders_pipeline.toml
 
-demo: run
+demo: setup
+	$(BIN)/sbroker --db out/demo.db demo
 
 test: setup
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest -q

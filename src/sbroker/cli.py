@@ -139,6 +139,17 @@ def print_views(broker: Broker, names: list[str], console: Console | None = None
             console.print(f"[bold]{name}[/bold]: (no rows)")
             continue
         cols = (columns or {}).get(name) or list(rows[0])
+        if len(cols) > 7:  # too wide for a terminal: one record per row
+            console.print(f"[bold]{name}[/bold] ({len(rows)} rows)")
+            for i, row in enumerate(rows, 1):
+                record = Table(show_header=False, box=None, padding=(0, 1))
+                record.add_column(style="dim")
+                record.add_column(overflow="fold")
+                for col in cols:
+                    record.add_row(col, _cell(row[col]))
+                console.print(f"-- row {i}")
+                console.print(record)
+            continue
         table = Table(title=f"{name} ({len(rows)} rows)", title_justify="left")
         for col in cols:
             table.add_column(col, overflow="fold")
@@ -174,6 +185,51 @@ def demo(ctx: click.Context) -> None:
     from .demo import run_demo
 
     run_demo(ctx.obj["db"], Console())
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("-p", "--param", "params", multiple=True, metavar="NAME=VALUE",
+              help="Override a [params] value of the file (repeatable).")
+@click.option("--readers", type=click.IntRange(min=1), default=None,
+              help="Executor readers (default: the pipeline's concurrency, at least 4).")
+@click.option("--local", is_flag=True,
+              help="Run on a thread pool in this process, without a broker database.")
+@click.pass_context
+@_fail_cleanly
+def run(ctx: click.Context, file: str, params: tuple[str, ...], readers: int | None,
+        local: bool) -> None:
+    """Run a pipeline FILE (TOML) through the task scheduler, with a live display."""
+    from .pipeline.command import run_command
+
+    opener = None if local else _broker_scheduler(ctx.obj["db"], readers)
+    code, _ = run_command(file, list(params), open_scheduler=opener)
+    sys.exit(code)
+
+
+def _broker_scheduler(db: str, readers: int | None) -> Any:
+    """Open the broker, install and start the executor, and hand out one scheduler."""
+    import contextlib
+    from pathlib import Path
+
+    @contextlib.contextmanager
+    def open_broker(pipeline: Any) -> Any:
+        Path(db).parent.mkdir(parents=True, exist_ok=True)
+        concurrency = pipeline.options.concurrency
+        with Broker.open(db, monitor_interval=0.5) as broker:
+            broker.install_executor(max_queue_readers=readers or max(concurrency or 4, 4),
+                                    spark=pipeline.options.spark)
+            broker.start()
+            try:
+                with broker.scheduler(pipeline.name, max_concurrency=concurrency) as scheduler:
+                    yield scheduler
+            finally:
+                state = getattr(broker, "_executor_state", None)
+                broker.stop()
+                if state is not None:
+                    state.runner.close()
+
+    return open_broker
 
 
 @main.command("views")
