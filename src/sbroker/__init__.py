@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .activation import ActivationContext
 from .broker import Broker
 from .catalog import Activation
 from .clock import Clock, FakeClock, SystemClock
@@ -27,6 +28,7 @@ __all__ = [
     "END_DIALOG",
     "ERROR",
     "Activation",
+    "ActivationContext",
     "Broker",
     "BrokerError",
     "Clock",

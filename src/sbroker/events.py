@@ -27,6 +27,7 @@ from .errors import DuplicateError
 
 if TYPE_CHECKING:
     from .broker import Broker
+    from .transaction import Transaction
 
 log = logging.getLogger("sbroker.events")
 SENDER = "sbroker/EventNotificationSender"
@@ -72,6 +73,12 @@ def ensure_service(broker: Broker, name: str, contracts: Iterable[str] = ()) -> 
         broker.create_service(name, name, tuple(contracts))
 
 
+def prepare_sender(broker: Broker, service: str) -> None:
+    """Everything :func:`send_shared` needs, created before any transaction holds a lock."""
+    ensure_service(broker, service)
+    _ensure_table(broker)
+
+
 def create_notification_target(broker: Broker, service: str) -> None:
     """A queue and service (both ``service``) that accept event notifications."""
     ensure_service(broker, service, (m.POST_EVENT_NOTIFICATION,))
@@ -90,50 +97,61 @@ def _ensure_table(broker: Broker) -> None:
         _ready.add(broker)
 
 
-def _reap_replies(broker: Broker, queue: str) -> None:
+def _reap_replies(tx: Transaction, queue: str) -> None:
     """End our side of shared dialogs the far side ended (EndDialog / Error replies)."""
-    with broker.transaction() as tx:
-        for _ in range(_MAX_REPLIES):
-            msgs = tx.receive(queue)
-            if not msgs:
-                return
-            for msg in msgs:
-                if msg.message_type_name in (m.END_DIALOG, m.ERROR):
-                    if msg.is_error:
-                        log.warning("shared dialog failed", extra={
-                            "handle": msg.conversation_handle, "error": msg.error()})
-                    tx.execute("DELETE FROM sb_shared_dialogs WHERE handle = ?",
-                               (msg.conversation_handle,))
-                    tx.end_conversation(msg.conversation_handle)
-                else:
-                    log.warning("unexpected reply on a shared dialog dropped", extra={
-                        "handle": msg.conversation_handle, "type": msg.message_type_name})
+    for _ in range(_MAX_REPLIES):
+        msgs = tx.receive(queue)
+        if not msgs:
+            return
+        for msg in msgs:
+            if msg.message_type_name in (m.END_DIALOG, m.ERROR):
+                if msg.is_error:
+                    log.warning("shared dialog failed", extra={
+                        "handle": msg.conversation_handle, "error": msg.error()})
+                tx.execute("DELETE FROM sb_shared_dialogs WHERE handle = ?",
+                           (msg.conversation_handle,))
+                tx.end_conversation(msg.conversation_handle)
+            else:
+                log.warning("unexpected reply on a shared dialog dropped", extra={
+                    "handle": msg.conversation_handle, "type": msg.message_type_name})
+
+
+def send_shared(broker: Broker, tx: Transaction, *, key: str, from_service: str,
+                to_service: str, contract: str, message_type: str, body: bytes) -> str:
+    """Inside ``tx``: send on the live dialog kept under ``key`` (beginning one if needed).
+
+    ``from_service`` must exist already (DDL cannot run while ``tx`` holds the write lock).
+    """
+    _ensure_table(broker)
+    cat = broker.catalog
+    queue = cat.queues_by_id[cat.service(from_service).queue_id].name
+    # A write first: it takes the write lock, so concurrent senders on one key serialize.
+    tx.execute("UPDATE sb_shared_dialogs SET handle = handle WHERE key = ?", (key,))
+    _reap_replies(tx, queue)
+    row = tx.execute("SELECT handle FROM sb_shared_dialogs WHERE key = ?", (key,)).fetchone()
+    handle: str | None = row[0] if row else None
+    if handle is not None:
+        state = tx.execute(
+            "SELECT state FROM conversation_endpoints WHERE conversation_handle = ?", (handle,)
+        ).fetchone()
+        if state is None or state[0] not in _LIVE_STATES:
+            handle = None
+    if handle is None:
+        handle = tx.begin_dialog(from_service, to_service, contract)
+        tx.execute("INSERT OR REPLACE INTO sb_shared_dialogs(key, handle) VALUES (?, ?)",
+                   (key, handle))
+    tx.send(handle, message_type, body)
+    return handle
 
 
 def shared_send(broker: Broker, *, key: str, from_service: str, to_service: str,
                 contract: str, message_type: str, body: bytes) -> str:
-    """Send on the live dialog kept under ``key`` (beginning one if needed); its handle."""
+    """:func:`send_shared` in a transaction of its own; the dialog's handle."""
     _ensure_table(broker)
-    queue = broker.catalog.queues_by_id[broker.catalog.service(from_service).queue_id].name
-    _reap_replies(broker, queue)
     with broker.transaction() as tx:
-        # A write first: it takes the write lock, so concurrent senders on one key serialize.
-        tx.execute("UPDATE sb_shared_dialogs SET handle = handle WHERE key = ?", (key,))
-        row = tx.execute("SELECT handle FROM sb_shared_dialogs WHERE key = ?", (key,)).fetchone()
-        handle: str | None = row[0] if row else None
-        if handle is not None:
-            state = tx.execute(
-                "SELECT state FROM conversation_endpoints WHERE conversation_handle = ?",
-                (handle,),
-            ).fetchone()
-            if state is None or state[0] not in _LIVE_STATES:
-                handle = None
-        if handle is None:
-            handle = tx.begin_dialog(from_service, to_service, contract)
-            tx.execute("INSERT OR REPLACE INTO sb_shared_dialogs(key, handle) VALUES (?, ?)",
-                       (key, handle))
-        tx.send(handle, message_type, body)
-    return handle
+        return send_shared(broker, tx, key=key, from_service=from_service,
+                           to_service=to_service, contract=contract,
+                           message_type=message_type, body=body)
 
 
 def post_event(broker: Broker, queue_name: str, event_type: str) -> int:
@@ -144,7 +162,7 @@ def post_event(broker: Broker, queue_name: str, event_type: str) -> int:
             if qid == queue.queue_id and event == event_type]
     if not subs:
         return 0
-    ensure_service(broker, SENDER)
+    prepare_sender(broker, SENDER)
     body = event_instance(
         event_type, post_time=broker.clock.now(), database_name=broker.db.path.stem,
         queue_name=queue_name, broker_instance=broker.broker_instance,
