@@ -328,3 +328,27 @@ def test_rollback_of_a_receive_makes_the_monitor_look_again_at_once(
         raise RuntimeError("roll back")
     assert proc.emptied.wait(WAIT)  # no clock advance: the rollback itself re-evaluated
     assert proc.got == ["m0"]
+
+
+def test_a_procedure_failing_after_its_receive_is_not_restarted_in_a_tight_loop(
+        broker: Broker, clock: FakeClock, send: Callable[..., None]) -> None:
+    calls: list[int] = []
+
+    def boom(ctx: ActivationContext) -> None:
+        with ctx.broker.transaction() as tx:
+            assert tx.receive(ctx.queue)
+            calls.append(ctx.task_id)
+            raise ValueError("poison")
+
+    broker.create_queue("TQ", poison_message_handling=False,
+                        activation=Activation(boom))
+    broker.create_service("Target", "TQ", ["DEFAULT"])
+    svc = broker._activation
+    broker.start()
+    send(broker, 1)
+    assert svc.wait_for(lambda: monitor_row(broker).get("tasks_failed") == 1, WAIT)
+    assert svc.sync() and svc.sync()
+    assert calls == [1]
+    clock.advance(5)
+    assert svc.wait_for(lambda: monitor_row(broker).get("tasks_failed") == 2, WAIT)
+    assert calls == [1, 2]

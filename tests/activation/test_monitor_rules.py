@@ -109,3 +109,24 @@ def test_external_queue_drained_then_new_message_notifies_again_at_once() -> Non
     assert not decide(mon, 1.6, available=False)
     assert mon.state == RECEIVES_OCCURRING
     assert decide(mon, 2.0)
+
+
+def test_messages_locked_by_a_reader_are_not_an_empty_queue() -> None:
+    mon = Monitor(1, "q")
+    assert decide(mon, 0.0)
+    mon.tasks_running = 1
+    mon.note_receive(0.1, empty=False)
+    assert not mon.decide(0.2, INTERVAL, enabled=True, available=False, ready=True,
+                          max_readers=4)
+    mon.tasks_running = 0  # the reader rolled back and exited: messages ready again
+    assert not decide(mon, 0.3)  # not "arrived at an empty queue": wait for the interval
+    assert decide(mon, 5.0)
+
+
+def test_after_a_failed_procedure_the_restart_waits_for_the_interval() -> None:
+    mon = Monitor(1, "q")
+    assert decide(mon, 0.0)
+    mon.failed = True
+    assert not decide(mon, 1.0, available=False)
+    assert not decide(mon, 1.1)  # even a message "arriving at an empty queue"
+    assert decide(mon, 5.0)

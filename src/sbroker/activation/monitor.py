@@ -47,7 +47,8 @@ class Monitor:
     tasks_failed: int = 0
     notifications_sent: int = 0
     last_error: str | None = None
-    seen_empty: bool = True  # the last look found nothing receivable
+    seen_empty: bool = True  # the last look found no ready message at all
+    failed: bool = False  # the last activated procedure raised: no immediate restart
 
     def note_receive(self, now: float, *, empty: bool) -> None:
         """A RECEIVE / GET CONVERSATION GROUP on the queue returned."""
@@ -80,24 +81,26 @@ class Monitor:
         return INACTIVE
 
     def decide(self, now: float, interval: float, *, enabled: bool, available: bool | None,
-               max_readers: int) -> bool:
+               max_readers: int, ready: bool | None = None) -> bool:
         """Update the state; True when a reader must be activated (or notified) now.
 
-        ``available``: whether the queue has receivable messages (None: not looked at).
+        ``available``: whether the queue has receivable messages (None: not looked at);
+        ``ready``: whether it has ready messages at all, locked groups included.
         """
+        if ready is not None and not ready:
+            self.seen_empty = True
         if self._notified_pending(now, interval):
             if available is False:
                 self.state = self._idle_state(now, interval)
-                self.seen_empty = True
             return False
         if not enabled or available is None:
             self.state = self._idle_state(now, interval)
             return False
         if not available:
-            self.seen_empty = True
+            self.seen_empty = self.seen_empty or ready is None
             self.state = self._idle_state(now, interval)
             return False
-        arrived_to_empty = self.seen_empty and self.tasks_running == 0
+        arrived_to_empty = self.seen_empty and self.tasks_running == 0 and not self.failed
         quiet = min(_since(now, self.last_empty_rowset_time), _since(now, self.last_activated_time))
         lagging = self.tasks_waiting == 0 and quiet >= interval
         self.seen_empty = False

@@ -33,9 +33,10 @@ log = logging.getLogger("sbroker.activation")
 CROSS_PROCESS_POLL = 0.02  # seconds between checks for commits by other processes
 STOP_TIMEOUT = 10.0  # how long broker.stop() waits for activated procedures to return
 
-_AVAILABLE = (
-    "SELECT 1 FROM sb_messages m WHERE m.queue_id = ? AND m.status = 1 AND NOT EXISTS"
-    " (SELECT 1 FROM sb_group_locks l WHERE l.group_id = m.group_id) LIMIT 1"
+_LOOK = (  # (any ready message, any ready message in a group no transaction holds)
+    "SELECT EXISTS (SELECT 1 FROM sb_messages WHERE queue_id = ?1 AND status = 1),"
+    " EXISTS (SELECT 1 FROM sb_messages m WHERE m.queue_id = ?1 AND m.status = 1"
+    " AND NOT EXISTS (SELECT 1 FROM sb_group_locks l WHERE l.group_id = m.group_id))"
 )
 
 
@@ -214,10 +215,10 @@ class ActivationService(ClockLoop):
                 mon = self.monitor(qid)
                 mon.queue_name, mon.kind = q.name, kind
                 look = q.status and mon.needs_look(now, interval, q.max_queue_readers)
-            available = self._available(qid) if look else None
+            ready, available = self._look(qid) if look else (None, None)
             with self.lock:
                 activate = mon.decide(now, interval, enabled=q.status, available=available,
-                                      max_readers=q.max_queue_readers)
+                                      max_readers=q.max_queue_readers, ready=ready)
                 next_due = min(next_due, mon.next_check(now, interval))
                 task = self._new_task(q, mon, now) if activate and kind == INTERNAL else None
                 self._changed.notify_all()
@@ -227,9 +228,10 @@ class ActivationService(ClockLoop):
                 self._notify(q, mon)
         return next_due
 
-    def _available(self, queue_id: int) -> bool:
+    def _look(self, queue_id: int) -> tuple[bool, bool]:
         with self.broker.db.connection() as conn:
-            return conn.execute(_AVAILABLE, (queue_id,)).fetchone() is not None
+            ready, available = conn.execute(_LOOK, (queue_id,)).fetchone()
+        return bool(ready), bool(available)
 
     def _notify(self, q: Queue, mon: Monitor) -> None:
         from .. import events
@@ -279,6 +281,7 @@ class ActivationService(ClockLoop):
                 self._tasks.pop(task.task_id, None)
                 mon = self.monitor(task.queue_id)
                 mon.tasks_running -= 1
+                mon.failed = error is not None
                 if error is not None:
                     mon.tasks_failed += 1
                     mon.last_error = error
