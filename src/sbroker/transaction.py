@@ -342,6 +342,15 @@ class Transaction:
             raise InvalidArgumentError(
                 f"conversation group {group} belongs to another queue: moves stay in one queue"
             )
+        # Like MOVE CONVERSATION, lock both groups: moving messages another transaction has
+        # received (or is receiving into) would hand them to a second reader.
+        q = self._cat().queues_by_id[ep.queue_id]
+        source = ep.group_id
+        if not self._write(lambda conn: all(self._lock(conn, q, g) for g in (source, group))):
+            raise CommitConflictError(
+                f"cannot move conversation {ep.handle}: its group {source} or group {group} "
+                "is locked by another transaction", 1205,
+            )
         ep.group_id = group
         self._ops.append(("move", ep.handle, group))
 

@@ -8,7 +8,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from sbroker import Broker
+import pytest
+
+from sbroker import Broker, CommitConflictError
 
 from .helpers import Background, Child, Holder, begin_and_send, bodies, send
 
@@ -186,4 +188,40 @@ def test_readers_in_two_processes_each_take_a_different_group(
         child.tell("commit")
         child.expect("finished")
         assert child.finish() == 0
+    assert pair.peek("TargetQueue") == []
+
+
+def test_moving_a_conversation_out_of_a_group_another_transaction_holds_is_refused(
+    pair: Broker,
+) -> None:
+    begin_and_send(pair, "x1")
+    begin_and_send(pair, "y1")
+    holder = Holder(pair, lambda tx: tx.receive("TargetQueue"))
+    [x1] = holder.value
+    group_y = next(m.conversation_group_id for m in pair.peek("TargetQueue")
+                   if m.text() == "y1")
+
+    def move_then_receive() -> list[str]:
+        with pytest.raises(CommitConflictError), pair.transaction() as tx:
+            tx.move_conversation(x1.conversation_handle, group_y)
+        with pair.transaction() as tx:
+            return bodies(tx.receive("TargetQueue"))
+
+    # x1 is the holder's: it must not reach a second reader through the other group.
+    assert Background(move_then_receive).result() == ["y1"]
+    holder.finish()
+    assert pair.peek("TargetQueue") == []
+
+
+def test_moving_a_conversation_into_a_free_group_takes_its_messages_along(
+    pair: Broker,
+) -> None:
+    begin_and_send(pair, "x1", "x2")
+    begin_and_send(pair, "y1")
+    by_body = {m.text(): m for m in pair.peek("TargetQueue")}
+    with pair.transaction() as tx:
+        tx.move_conversation(by_body["x1"].conversation_handle,
+                             by_body["y1"].conversation_group_id)
+    assert _receive_group(pair, conversation_group_id=by_body["y1"].conversation_group_id)[
+        1] in (["x1", "x2", "y1"], ["y1", "x1", "x2"])
     assert pair.peek("TargetQueue") == []
