@@ -21,6 +21,8 @@ from .errors import (
     TransactionStateError,
 )
 from .messages import DIALOG_TIMER, END_DIALOG, ERROR, Message, error_body, parse_error_body
+from .scheduler import Scheduler
+from .spark import PythonTask, SparkConfig, SparkSQL, TaskCancelled, TaskFailed, TaskResult
 from .transaction import Transaction
 
 __all__ = [
@@ -42,9 +44,16 @@ __all__ = [
     "InvalidArgumentError",
     "Message",
     "NotFoundError",
+    "PythonTask",
     "QueueDisabledError",
+    "Scheduler",
+    "SparkConfig",
+    "SparkSQL",
     "State",
     "SystemClock",
+    "TaskCancelled",
+    "TaskFailed",
+    "TaskResult",
     "Transaction",
     "TransactionStateError",
     "error_body",
