@@ -352,3 +352,15 @@ def test_a_procedure_failing_after_its_receive_is_not_restarted_in_a_tight_loop(
     clock.advance(5)
     assert svc.wait_for(lambda: monitor_row(broker).get("tasks_failed") == 2, WAIT)
     assert calls == [1, 2]
+
+
+def test_a_broker_monitoring_only_external_activation_leaves_procedures_alone(
+        broker: Broker, send: Callable[..., None]) -> None:
+    proc = Drain()
+    target(broker, proc)
+    svc = broker._activation
+    svc.internal = False  # what the external activator's own broker does
+    broker.start()
+    send(broker, 1)
+    assert svc.sync() and svc.running_tasks() == 0
+    assert broker.view("dm_broker_queue_monitors") == []

@@ -172,9 +172,10 @@ def run_activator(database: str | os.PathLike[str], notification_queue: str,
                   **open_options: Any) -> ActivatorStats:
     """``sbroker activator``: run until ``stop`` is set (the CLI sets it on SIGINT/SIGTERM).
 
-    ``start_monitors`` runs this process's queue monitors (turn off if another started broker,
-    such as ``sbroker serve``, runs them); ``setup`` creates the notification queue, service and
-    subscriptions for the named queues.  Children still running at the end get SIGTERM.
+    ``start_monitors`` runs this process's monitors of externally activated queues (turn off
+    if another started broker, such as ``sbroker serve``, runs them); ``setup`` creates the
+    notification queue, service and subscriptions for the named queues.  Children still
+    running at the end get SIGTERM.
     """
     from ..broker import Broker
 
@@ -187,6 +188,7 @@ def run_activator(database: str | os.PathLike[str], notification_queue: str,
         activator = ExternalActivator(broker, notification_queue, commands,
                                       max_per_queue=max_per_queue)
         if start_monitors:
+            broker._activation.internal = False  # internal activation is its owner's business
             broker.start()
         log.info("activator running", extra={
             "database": str(database), "queue": notification_queue, "max": max_per_queue})

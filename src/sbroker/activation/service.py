@@ -4,7 +4,10 @@ The engine's hooks (message arrival, RECEIVE, waiting sessions, rollback, ALTER 
 facts and wake the service; each pass re-evaluates the monitors (also every
 ``monitor_interval`` seconds on the broker's clock, and, on the system clock, when another
 process commits) and starts procedure instances in worker threads or posts QUEUE_ACTIVATION
-event notifications.  One started broker per database should run the monitors.
+event notifications.  A queue with internal activation on is served by its procedure; a
+queue without it but with a QUEUE_ACTIVATION subscription is activated externally.  The
+monitors' facts about waiting sessions and empty results are this process's; one started
+broker per database should run the monitors (two would both activate).
 """
 
 from __future__ import annotations
@@ -86,6 +89,7 @@ class ActivationService(ClockLoop):
         self.lock = threading.RLock()
         self._changed = threading.Condition(self.lock)
         self.stop_timeout = STOP_TIMEOUT
+        self.internal = True  # False: monitor only external activation (the activator)
         self._monitors: dict[int, Monitor] = {}
         self._monitored: set[int] = set()
         self._tasks: dict[int, _Task] = {}
@@ -204,7 +208,8 @@ class ActivationService(ClockLoop):
         monitored: dict[int, tuple[Queue, str]] = {}
         for q in cat.queues.values():
             if q.activation_defined and q.activation_status:
-                monitored[q.queue_id] = (q, INTERNAL)
+                if self.internal:
+                    monitored[q.queue_id] = (q, INTERNAL)
             elif q.queue_id in notified:
                 monitored[q.queue_id] = (q, EXTERNAL)
         with self.lock:
