@@ -155,7 +155,9 @@ class Database:
         self.writer.close()
         with self._lock:
             self._closed = True
-            conns, self._all, self._pool = self._all, [], []
+            # Connections a transaction still uses are closed by release(): closing one
+            # under a running statement in another thread can crash the interpreter.
+            conns, self._all, self._pool = self._pool, [], []
         for conn in conns:
             with contextlib.suppress(sqlite3.Error):
                 conn.close()

@@ -27,6 +27,7 @@ from .errors import (
     ContractViolationError,
     ConversationNotFoundError,
     ConversationStateError,
+    DatabaseError,
     InvalidArgumentError,
     NotFoundError,
     QueueDisabledError,
@@ -448,6 +449,8 @@ class Transaction:
                     waiting = True
                     broker.hooks.waiting(q.queue_id, +1)
                 broker.notifier.wait(seen, deadline, queue_id=q.queue_id)
+                if broker._closed:
+                    raise DatabaseError("the broker was closed while RECEIVE was waiting")
         finally:
             if waiting:
                 broker.hooks.waiting(q.queue_id, -1)

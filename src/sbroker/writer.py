@@ -163,6 +163,8 @@ class Writer:
 
     def close(self) -> None:
         with self._cond:
+            while self._leading:  # never close the connection under a running batch
+                self._cond.wait()
             conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()

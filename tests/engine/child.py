@@ -10,6 +10,7 @@ import json
 import os
 import random
 import sys
+import threading
 import time
 from typing import Any
 
@@ -111,7 +112,42 @@ def worker(b: sbroker.Broker, queue: str, out: str, done_flag: str, seed: str) -
     say("drained")
 
 
+def close_while_waiting(b: sbroker.Broker) -> None:
+    """Close the broker while another thread waits in RECEIVE; report how the wait ended."""
+    queue_id = b.catalog.queue("TargetQueue").queue_id
+    parked = threading.Event()
+    original = b.hooks.waiting
+
+    def spy(qid: int, delta: int) -> None:
+        original(qid, delta)
+        if qid == queue_id and delta > 0:
+            parked.set()
+
+    b.hooks.waiting = spy  # type: ignore[method-assign]
+    outcome: dict[str, Any] = {}
+
+    def wait() -> None:
+        try:
+            with b.transaction() as tx:
+                outcome["returned"] = rows(tx.receive("TargetQueue", timeout=None))
+        except BaseException as exc:
+            outcome["error"] = type(exc).__name__
+            outcome["broker_error"] = isinstance(exc, sbroker.BrokerError)
+            outcome["message"] = str(exc)
+
+    waiter = threading.Thread(target=wait, daemon=True)
+    waiter.start()
+    if not parked.wait(60):
+        say("never-waited")
+        return
+    b.close()
+    waiter.join(60)
+    outcome["waiter_finished"] = not waiter.is_alive()
+    say("outcome", outcome)
+
+
 COMMANDS = {
+    "close-while-waiting": close_while_waiting,
     "send-n": lambda b, n: send_n(b, int(n)),
     "hold-receive": hold_receive,
     "hold-execute": hold_execute,

@@ -126,3 +126,14 @@ def test_a_waiting_receive_on_a_fake_clock_times_out_only_when_time_passes(
         assert not waiter.done.is_set()
         clock.advance(25)
         assert waiter.result()[0] == []
+
+
+def test_closing_the_broker_ends_a_waiting_receive_with_a_broker_error(
+    pair: Broker, db_path: Path, spawn: Callable[..., Child],
+) -> None:
+    # In a child process: a crash there must fail this test, not kill the test run.
+    child = spawn("close-while-waiting", db_path)
+    outcome = child.expect("outcome")
+    assert child.finish() == 0
+    assert outcome["waiter_finished"] and outcome["broker_error"], outcome
+    assert "closed" in outcome["message"]
