@@ -50,6 +50,21 @@ def send_n(b: sbroker.Broker, n: int) -> None:
     order()
 
 
+def send_batches(b: sbroker.Broker, size: int) -> None:
+    """Forever: one transaction of ``size`` messages on one dialog; ``committed i`` after
+    each commit."""
+    handle = None
+    i = 0
+    while True:
+        with b.transaction() as tx:
+            if handle is None:
+                handle = tx.begin_dialog("InitService", "TargetService")
+            for k in range(size):
+                tx.send(handle, body=f"{i}:{k}")
+        say("committed", i)
+        i += 1
+
+
 def hold_receive(b: sbroker.Broker, queue: str, top: str = "") -> None:
     """RECEIVE, report, then commit or roll back on order (or be killed meanwhile)."""
     tx = b.transaction()
@@ -149,6 +164,7 @@ def close_while_waiting(b: sbroker.Broker) -> None:
 COMMANDS = {
     "close-while-waiting": close_while_waiting,
     "send-n": lambda b, n: send_n(b, int(n)),
+    "send-batches": lambda b, size: send_batches(b, int(size)),
     "hold-receive": hold_receive,
     "hold-execute": hold_execute,
     "send-on": send_on,
@@ -159,7 +175,7 @@ COMMANDS = {
 
 def main() -> None:
     command, db, *args = sys.argv[1:]
-    b = sbroker.Broker.open(db)
+    b = sbroker.Broker.open(db, durability=os.environ.get("SBROKER_DURABILITY", "normal"))
     try:
         COMMANDS[command](b, *args)
     finally:

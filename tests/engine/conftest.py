@@ -14,8 +14,8 @@ def spawn() -> Iterator[Callable[..., Child]]:
     """``spawn(command, db, *args)`` starts ``child.py``; every child is killed at teardown."""
     started: list[Child] = []
 
-    def start(*args: object) -> Child:
-        child = Child(*args)
+    def start(*args: object, durability: str = "normal") -> Child:
+        child = Child(*args, durability=durability)
         started.append(child)
         return child
 

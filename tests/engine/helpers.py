@@ -7,6 +7,7 @@ deadline, and child processes are followed line by line through their stdout.
 from __future__ import annotations
 
 import json
+import os
 import queue
 import signal
 import subprocess
@@ -141,9 +142,10 @@ class Holder:
 class Child:
     """A helper process (``child.py``) on the same database file, driven line by line."""
 
-    def __init__(self, *args: object) -> None:
+    def __init__(self, *args: object, durability: str = "normal") -> None:
         self.proc = subprocess.Popen(
             [sys.executable, str(CHILD), *map(str, args)],
+            env={**os.environ, "SBROKER_DURABILITY": durability},
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True, bufsize=1,
         )

@@ -35,10 +35,11 @@ def test_everything_committed_survives_kill_9(
         assert bodies(b.peek("TargetQueue")) == [str(i) for i in range(200)]
 
 
+@pytest.mark.parametrize("durability", ["normal", "full"])
 def test_kill_9_in_the_middle_of_a_stream_of_commits_keeps_every_acknowledged_one(
-    pair_file: Path, spawn: Callable[..., Child],
+    pair_file: Path, spawn: Callable[..., Child], durability: str,
 ) -> None:
-    child = spawn("send-n", pair_file, -1)
+    child = spawn("send-n", pair_file, -1, durability=durability)
     acknowledged = -1
     while acknowledged < 150:
         acknowledged = child.expect("committed")
@@ -49,6 +50,24 @@ def test_kill_9_in_the_middle_of_a_stream_of_commits_keeps_every_acknowledged_on
     # Every acknowledged commit is there; at most the one in flight besides; no gaps.
     assert got == list(range(len(got)))
     assert acknowledged + 1 <= len(got) <= acknowledged + 2
+
+
+def test_kill_9_never_leaves_half_a_transaction(
+    pair_file: Path, spawn: Callable[..., Child],
+) -> None:
+    size = 500
+    child = spawn("send-batches", pair_file, size)
+    acknowledged = -1
+    while acknowledged < 10:
+        acknowledged = child.expect("committed")
+    child.kill9()
+    acknowledged = max([acknowledged, *child.rest("committed")])
+    with Broker.open(pair_file) as b:
+        got = bodies(b.peek("TargetQueue"))
+    batches = len(got) // size
+    assert len(got) % size == 0, f"{len(got)} messages: a transaction was torn"
+    assert acknowledged + 1 <= batches <= acknowledged + 2
+    assert got == [f"{i}:{k}" for i in range(batches) for k in range(size)]
 
 
 def test_a_receiver_killed_before_commit_leaves_its_messages_to_the_next_reader(
