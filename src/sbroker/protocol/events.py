@@ -51,7 +51,12 @@ class Message:
             raise LocalProtocolError("body must be bytes")
         if not 0 <= self.seq < 2**64:
             raise LocalProtocolError("seq out of range")
-        self.header()  # validates the names, priority and instances
+        if not isinstance(self.conversation_id, UUID):
+            raise LocalProtocolError("conversation_id must be a UUID")
+        if not isinstance(self.from_initiator, bool):
+            raise LocalProtocolError("from_initiator must be a bool")
+        # names, priority and instances are checked where the header is built (once per
+        # transmission); a received message was checked when its header was decoded.
 
     @property
     def key(self) -> DialogKey:

@@ -74,8 +74,12 @@ def _check(cond: bool, what: str) -> None:
 
 
 def _check_name(value: str, what: str) -> None:
-    _check(isinstance(value, str), f"{what} must be a str")
-    _check(len(value.encode("utf-8", "surrogatepass")) <= MAX_NAME_BYTES, f"{what} too long")
+    if not isinstance(value, str):
+        raise LocalProtocolError(f"{what} must be a str")
+    if len(value) * 4 > MAX_NAME_BYTES and len(value.encode("utf-8", "surrogatepass")) > (
+        MAX_NAME_BYTES
+    ):
+        raise LocalProtocolError(f"{what} too long")
 
 
 @dataclass(frozen=True, slots=True)

@@ -65,6 +65,7 @@ class Inbound:
         self._ack_at: float | None = None
         self.duplicates = 0
         self.dropped_out_of_window = 0
+        self.buffered = 0  # messages held in reassembly / reorder buffers
 
     def _dialog(self, key: DialogKey) -> _InDialog:
         d = self._dialogs.get(key)
@@ -79,10 +80,13 @@ class Inbound:
         """Tell the core the durable next expected seq of `key` (overrides the lookup)."""
         if next_seq < 0:
             raise LocalProtocolError("next_seq must be non-negative")
+        self.forget(key)
         self._dialogs[key] = _InDialog(next_seq)
 
     def forget(self, key: DialogKey) -> None:
-        self._dialogs.pop(key, None)
+        d = self._dialogs.pop(key, None)
+        if d is not None:
+            self.buffered -= len(d.buffer)
         self._pending.pop(key, None)
 
     # -- fragments in ---------------------------------------------------------------------
@@ -104,6 +108,7 @@ class Inbound:
         r = d.buffer.get(seq)
         if r is None:
             r = d.buffer[seq] = _Reassembly(frag.count)
+            self.buffered += 1
         elif r.count != frag.count:
             raise RemoteProtocolError("fragment count changed within one message")
         if frag.index in r.parts:
@@ -119,6 +124,7 @@ class Inbound:
         while r is not None and r.complete:
             out.append(MessageReceived(self._assemble(frag.key, d.delivered_next, r)))
             del d.buffer[d.delivered_next]
+            self.buffered -= 1
             d.delivered_next += 1
             r = d.buffer.get(d.delivered_next)
         return out
@@ -187,7 +193,7 @@ class Inbound:
 
     @property
     def has_partial(self) -> bool:
-        return any(d.buffer for d in self._dialogs.values())
+        return self.buffered > 0
 
     def partial_messages(self) -> list[PartialMessage]:
         return [

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from .errors import LocalProtocolError
 from .events import Message, MessageAcked
-from .frames import AckEntry, DialogKey, Fragment
+from .frames import AckEntry, DialogKey, Fragment, MessageHeader
 
 __all__ = ["DialogConfig", "Outbound"]
 
@@ -51,10 +51,11 @@ class DialogConfig:
 class _OutMsg:
     """One unacknowledged message and where its current transmission stands."""
 
-    __slots__ = ("count", "gen", "message", "next_index", "queued", "rto")
+    __slots__ = ("count", "gen", "header", "message", "next_index", "queued", "rto")
 
-    def __init__(self, message: Message, count: int, rto: float) -> None:
+    def __init__(self, message: Message, header: MessageHeader, count: int, rto: float) -> None:
         self.message = message
+        self.header = header
         self.count = count
         self.next_index = 0
         self.rto = rto
@@ -89,11 +90,13 @@ class Outbound:
         self._link_up = False
         self.retransmissions = 0
         self.fragments_sent = 0
+        self.unacked = 0
 
     # -- submission and acknowledgement ---------------------------------------------------
 
     def submit(self, message: Message) -> None:
         """Take a message for transmission; one already held (same key and seq) is ignored."""
+        header = message.header()  # validates names, priority and instances
         key = message.key
         d = self._dialogs.get(key)
         if d is None:
@@ -103,8 +106,9 @@ class Outbound:
         size = self.config.fragment_size
         count = max(1, -(-len(message.body) // size))
         rto = self._rng.uniform(self.config.retry_initial_min, self.config.retry_initial_max)
-        m = _OutMsg(message, count, rto)
+        m = _OutMsg(message, header, count, rto)
         d.by_seq[message.seq] = m
+        self.unacked += 1
         if not d.msgs or message.seq > d.msgs[-1].message.seq:
             d.msgs.append(m)
         else:  # re-submitted out of order: rare, keep the deque sorted
@@ -127,6 +131,7 @@ class Outbound:
             del d.by_seq[m.message.seq]
             d.released -= 1
             m.gen += 1
+            self.unacked -= 1
             acked.append(MessageAcked(entry.key, m.message.seq))
         if not d.msgs:
             del self._dialogs[entry.key]
@@ -138,6 +143,7 @@ class Outbound:
         """Drop every held message of `key` (the conversation ended or was cleaned up)."""
         d = self._dialogs.pop(key, None)
         if d is not None:
+            self.unacked -= len(d.msgs)
             for m in d.msgs:
                 m.gen += 1
 
@@ -216,7 +222,7 @@ class Outbound:
         i = m.next_index
         msg = m.message
         payload = msg.body[i * size : (i + 1) * size]
-        header = msg.header() if i == 0 else None
+        header = m.header if i == 0 else None
         return Fragment(msg.key, msg.seq, i, m.count, payload, header)
 
     # -- retransmission -------------------------------------------------------------------
@@ -245,10 +251,6 @@ class Outbound:
         return timers[0][0] if timers else None
 
     # -- introspection --------------------------------------------------------------------
-
-    @property
-    def unacked(self) -> int:
-        return sum(len(d.msgs) for d in self._dialogs.values())
 
     @property
     def has_work(self) -> bool:

@@ -52,7 +52,7 @@ from .keys import HANDSHAKE_KEY, SessionKeys, derive_keys, prove, transcript
 
 __all__ = ["Phase", "Session", "SessionConfig", "SessionStats"]
 
-_MAX_EARLY = 1024
+_MAX_EARLY = 4096
 _HANDSHAKE_TYPES = frozenset({FrameType.HELLO, FrameType.CHALLENGE, FrameType.PROOF,
                               FrameType.REFUSE})
 
@@ -110,12 +110,24 @@ class SessionStats:
 
 
 class Session:
-    """Sans-IO adjacent-broker connection: handshake, integrity checks and frame pump."""
+    """Sans-IO adjacent-broker connection: handshake, integrity checks and frame pump.
+
+    `engine_for(peer_instance)` (optional) returns the `DialogEngine` of the authenticated
+    peer; the session then attaches it the moment it is established. Without it the caller
+    attaches one after the `Established` event (dialog frames that arrive meanwhile wait).
+    """
 
     def __init__(
-        self, config: SessionConfig, *, initiator: bool, rng: random.Random, now: float
+        self,
+        config: SessionConfig,
+        *,
+        initiator: bool,
+        rng: random.Random,
+        now: float,
+        engine_for: Callable[[UUID], DialogEngine] | None = None,
     ) -> None:
         self.config = config
+        self._engine_for = engine_for
         self.initiator = initiator
         self.phase = Phase.AWAIT_CHALLENGE if initiator else Phase.AWAIT_HELLO
         self.peer_instance: UUID | None = None
@@ -255,6 +267,8 @@ class Session:
         self.stats.established_at = now
         self._last_dialog = now
         self._events.append(Established(self.peer_instance, self.initiator))
+        if self._engine_for is not None:
+            self.attach(self._engine_for(self.peer_instance))
 
     def _on_refuse(self, frame: Frame, now: float) -> None:
         assert isinstance(frame, Refuse)
