@@ -4,6 +4,7 @@ together with the broker effects of the same transaction (the seeds 002 and 004 
 from __future__ import annotations
 
 import contextlib
+import threading
 
 import pytest
 
@@ -104,3 +105,35 @@ def test_other_transactions_see_the_row_only_after_commit(app: Broker) -> None:
         assert Background(lambda: _notes(app)).result() == []
     assert _notes(app) == ["pending"]
 
+
+
+def test_concurrent_commits_succeed_or_fail_each_on_their_own(pair: Broker) -> None:
+    """Commits that share one SQLite write (group commit): one that conflicts is undone
+    alone; all the others land complete."""
+    handles = [begin_and_send(pair) for _ in range(24)]
+    doomed = set(handles[::3])
+    txs = []
+    for i, handle in enumerate(handles):
+        tx = pair.transaction()
+        tx.send(handle, body=f"{i}:a")
+        tx.send(handle, body=f"{i}:b")
+        txs.append(tx)
+    with pair.transaction() as tx:  # removed before the commits below
+        for handle in doomed:
+            tx.end_conversation(handle, cleanup=True)
+    gate = threading.Barrier(len(txs))
+
+    def commit(tx: sbroker.Transaction) -> str:
+        gate.wait()
+        try:
+            tx.commit()
+        except CommitConflictError:
+            return "conflict"
+        return "ok"
+
+    workers = [Background(lambda tx=tx: commit(tx)) for tx in txs]
+    outcomes = [w.result() for w in workers]
+    assert outcomes == ["conflict" if h in doomed else "ok" for h in handles]
+    expected = sorted(f"{i}:{x}" for i, h in enumerate(handles) if h not in doomed
+                      for x in "ab")
+    assert sorted(bodies(pair.peek("TargetQueue"))) == expected
