@@ -232,6 +232,99 @@ def _broker_scheduler(db: str, readers: int | None) -> Any:
     return open_broker
 
 
+@main.command()
+@click.option("--notification-queue", required=True,
+              help="Queue receiving the QUEUE_ACTIVATION event notifications.")
+@click.option("--command", "commands", multiple=True, required=True, metavar="QUEUE=COMMAND",
+              help="Start COMMAND for QUEUE (repeatable; QUEUE '*' is the default).")
+@click.option("--max-per-queue", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--monitor-interval", type=click.FloatRange(min=0.01), default=5.0,
+              show_default=True)
+@click.option("--no-monitors", is_flag=True,
+              help="Another started broker (sbroker serve) runs the queue monitors.")
+@click.pass_context
+@_fail_cleanly
+def activator(ctx: click.Context, notification_queue: str, commands: tuple[str, ...],
+              max_per_queue: int, monitor_interval: float, no_monitors: bool) -> None:
+    """The external activator: start COMMAND as a process per reader a queue needs."""
+    import signal
+    import threading
+
+    from .activation.external import run_activator
+
+    mapping: dict[str, str] = {}
+    for spec in commands:
+        queue, sep, command = spec.partition("=")
+        if not sep or not queue or not command.strip():
+            raise click.BadParameter(f"{spec!r}: expected QUEUE=COMMAND",
+                                     param_hint="--command")
+        mapping[queue] = command
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    stats = run_activator(ctx.obj["db"], notification_queue, mapping,
+                          max_per_queue=max_per_queue, monitor_interval=monitor_interval,
+                          start_monitors=not no_monitors, stop=stop)
+    click.echo(f"activator stopped: {stats}")
+
+
+@main.group()
+def poison() -> None:
+    """Poison messages taken out by sbroker.poison: list them, re-drive them."""
+
+
+@poison.command("list")
+@click.option("--queue", help="Only this queue.")
+@click.option("--state", type=click.Choice(
+    ["dropped", "ended", "logged", "notified", "parked", "redriven"]))
+@click.pass_context
+@_fail_cleanly
+def poison_list(ctx: click.Context, queue: str | None, state: str | None) -> None:
+    """Removed messages and what was done with them (JSON lines)."""
+    from . import poison as p
+
+    with _open(ctx) as b:
+        for row in p.list_messages(b, queue=queue, state=state):
+            click.echo(json.dumps(row, default=_json_default))
+
+
+@poison.command("incidents")
+@click.option("--queue", help="Only this queue.")
+@click.pass_context
+@_fail_cleanly
+def poison_incidents(ctx: click.Context, queue: str | None) -> None:
+    """Failed attempts recorded and not yet resolved (JSON lines)."""
+    from . import poison as p
+
+    with _open(ctx) as b:
+        for row in p.list_incidents(b, queue=queue):
+            click.echo(json.dumps(row, default=_json_default))
+
+
+@poison.command("redrive")
+@click.argument("record_ids", nargs=-1, type=int)
+@click.option("--due", is_flag=True, help="Re-drive every parked message whose delay passed.")
+@click.pass_context
+@_fail_cleanly
+def poison_redrive(ctx: click.Context, record_ids: tuple[int, ...], due: bool) -> None:
+    """Send removed messages again into their conversations."""
+    from . import poison as p
+
+    if not record_ids and not due:
+        raise click.UsageError("give RECORD_ID(s) from `sbroker poison list`, or --due")
+    with _open(ctx) as b:
+        for record_id in record_ids:
+            click.echo(f"{record_id}: re-sent on conversation {p.redrive(b, record_id)}")
+        if due:
+            click.echo(f"{p.redrive_due(b)} parked message(s) re-sent")
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return str(value)
+
+
 @main.command("views")
 def list_views() -> None:
     """List the view names ``status`` accepts."""

@@ -66,3 +66,21 @@ def test_the_demo_runs_as_a_separate_process(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert "Both sides ended" in proc.stdout
+
+
+def test_poison_commands(tmp_path: Path) -> None:
+    db = tmp_path / "cli.db"
+    run(db, "init", "--queue", "Q")
+    assert run(db, "poison", "list") == (0, "", "")
+    code, _, err = run(db, "poison", "redrive", "42")
+    assert code == 1 and "42" in err and err.count("\n") == 1
+    code, _, err = run(db, "poison", "redrive")
+    assert code == 2 and "--due" in err
+    code, out, _ = run(db, "poison", "redrive", "--due")
+    assert code == 0 and "0 parked" in out
+
+
+def test_activator_refuses_a_malformed_command(tmp_path: Path) -> None:
+    code, _, err = run(tmp_path / "a.db", "activator", "--notification-queue", "N",
+                       "--command", "no-equals-sign")
+    assert code == 2 and "QUEUE=COMMAND" in err
