@@ -267,7 +267,7 @@ def _has_route(ctx: Context, ep: Endpoint) -> bool:
 def _to_transmission_queue(
     ctx: Context, ep: Endpoint, msn: int, mtype: str, body: bytes, message_id: str, status: str
 ) -> None:
-    priority = ep.priority if ctx.catalog.honor_broker_priority else 5
+    priority = ep.priority  # shown as is; the transmitter sends all as 5 unless honored
     ctx.conn.execute(
         "INSERT INTO sb_transmission_queue(handle, conversation_id, is_initiator, from_service,"
         " to_service, to_broker_instance, contract, message_type, msn, body, priority,"
