@@ -163,7 +163,9 @@ class Writer:
 
     def close(self) -> None:
         with self._cond:
-            while self._leading:  # never close the connection under a running batch
+            # Never close the connection under a batch or a transaction of another thread;
+            # this thread's own held transaction cannot be running a statement now.
+            while self._leading and self._holder != threading.get_ident():
                 self._cond.wait()
             conn, self._conn = self._conn, None
         if conn is not None:
