@@ -99,8 +99,16 @@ def send_on(b: sbroker.Broker, handle: str, body: str) -> None:
 
 
 def wait_receive(b: sbroker.Broker, queue: str, timeout: str) -> None:
-    """A waiting RECEIVE; reports the rows and the monotonic time it returned."""
-    say("waiting")
+    """A waiting RECEIVE; says ``parked`` once it waits, then reports the rows and the
+    monotonic time it returned."""
+    original = b.hooks.waiting
+
+    def spy(qid: int, delta: int) -> None:
+        original(qid, delta)
+        if delta > 0:
+            say("parked")
+
+    b.hooks.waiting = spy  # type: ignore[method-assign]
     with b.transaction() as tx:
         messages = tx.receive(queue, timeout=float(timeout))
         returned = time.monotonic()

@@ -102,7 +102,7 @@ def test_a_waiting_receive_in_another_process_wakes_on_a_commit_here(
 ) -> None:
     handle = begin_and_send(pair)
     child = spawn("wait-receive", db_path, "TargetQueue", LONG)
-    child.expect("waiting")
+    child.expect("parked")
     send(pair, handle, "from the parent")
     committed = time.monotonic()
     out = child.expect("received")
@@ -137,3 +137,18 @@ def test_closing_the_broker_ends_a_waiting_receive_with_a_broker_error(
     assert child.finish() == 0
     assert outcome["waiter_finished"] and outcome["broker_error"], outcome
     assert "closed" in outcome["message"]
+
+
+def test_a_waiting_receive_in_another_process_wakes_when_a_rollback_here_frees_the_group(
+    pair: Broker, db_path: Path, spawn: Callable[..., Child],
+) -> None:
+    begin_and_send(pair, "retry me")
+    holder = Holder(pair, lambda tx: tx.receive("TargetQueue"))
+    child = spawn("wait-receive", db_path, "TargetQueue", LONG)
+    child.expect("parked")
+    holder.finish(commit=False)
+    released = time.monotonic()
+    out = child.expect("received")
+    assert [r["body"] for r in out["rows"]] == ["retry me"]
+    assert out["at"] - released < LONG / 2
+    assert child.finish() == 0
