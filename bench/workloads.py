@@ -29,8 +29,10 @@ class Sizes:
     threads: int = 8
 
 
-FULL = Sizes(w1=10_000, w2=100_000, w3=10_000, w4=500)
-QUICK = Sizes(w1=1_000, w2=10_000, w3=2_000, w4=100)
+FULL = Sizes(w1=10_000, w2=50_000, w3=5_000, w4=500)
+QUICK = Sizes(w1=1_000, w2=5_000, w3=1_000, w4=100)
+"""W1 is issue 2's 10,000; its W2 of 100,000 is in bench.engine (RabbitMQ alone would take
+minutes here); both keep the full suite under 15 minutes and --quick under 2 on 2 cores."""
 
 
 @dataclass(frozen=True)
@@ -247,9 +249,9 @@ class Workload:
 
     def describe(self, sizes: Sizes) -> str:
         """The workload's size in words, the same for every system."""
-        return f"{self.title}: {self.count(sizes):,} msgs of {sizes.body} B"
+        return f"{self.name}: {self.title}; {self.count(sizes):,} msgs of {sizes.body} B"
 
-    def not_applicable(self, system: System) -> dict[str, str]:
+    def not_applicable(self, system: type[System]) -> dict[str, str]:
         """Figures this system has no equivalent for, with the reason."""
         if self.name == "W2":
             reasons = {"send": system.no_batch_send, "receive": system.no_batch_receive}

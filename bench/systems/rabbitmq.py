@@ -60,9 +60,9 @@ class RabbitClient(Client):
 
     def send_batch(self, bodies: list[bytes]) -> None:
         for body in bodies:
-            self.channel.basic_publish("", self.queue, body, self.props)
-            self.published += 1
+            self.published += 1  # before publishing: its confirm may come during the call
             self.unconfirmed.add(self.published)
+            self.channel.basic_publish("", self.queue, body, self.props)
         self.channel._flush_output(lambda: not self.unconfirmed)  # as pika's own confirm wait
         if self.nacked:
             raise RuntimeError("RabbitMQ nacked a message")
