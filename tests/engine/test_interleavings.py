@@ -5,6 +5,8 @@ interleaving is reproducible; a small model says what each statement must return
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, rule
@@ -31,6 +33,7 @@ class Interleavings(RuleBasedStateMachine):
         # Per open transaction: sends not yet committed, and what it received per conversation.
         self.sends: dict[int, list[tuple[int, str]]] = {}
         self.received: dict[int, dict[int, list[tuple[str, int]]]] = {}
+        self.locked: dict[int, set[int]] = {}  # conversation groups held, by conversation
         # Committed and not yet received-and-committed: (body, msn), in order.
         self.queued: dict[int, list[tuple[str, int]]] = {c: [] for c in range(CONVERSATIONS)}
         self.next_msn = [0] * CONVERSATIONS
@@ -38,6 +41,7 @@ class Interleavings(RuleBasedStateMachine):
         self.sent: dict[int, list[str]] = {c: [] for c in range(CONVERSATIONS)}
         self.counter = 0
         self.by_target: dict[str, int] = {}
+        self.by_group: dict[str, int] = {}
 
     # -- model helpers ----------------------------------------------------------------------
     def _tx(self, t: int) -> Transaction:
@@ -45,10 +49,15 @@ class Interleavings(RuleBasedStateMachine):
             self.open[t] = self.b.transaction()
             self.sends[t] = []
             self.received[t] = {}
+            self.locked[t] = set()
         return self.open[t]
 
     def _holder(self, c: int) -> int | None:
-        return next((t for t, got in self.received.items() if c in got), None)
+        return next((t for t, held in self.locked.items() if c in held), None)
+
+    def _eligible(self, t: int) -> list[int]:
+        """Conversations an unfiltered RECEIVE by ``t`` could be given."""
+        return [c for c in range(CONVERSATIONS) if self._available(t, c)]
 
     def _available(self, t: int, c: int) -> list[tuple[str, int]]:
         """What transaction ``t`` may still receive of conversation ``c``."""
@@ -57,17 +66,40 @@ class Interleavings(RuleBasedStateMachine):
             return []
         return self.queued[c][len(self.received.get(t, {}).get(c, [])):]
 
+    def _target(self, c: int) -> dict[str, Any] | None:
+        """Conversation ``c``'s target endpoint row (None before its first message)."""
+        rows = self.b.view("conversation_endpoints")
+        conversation = next(r["conversation_id"] for r in rows
+                            if r["conversation_handle"] == self.handles[c])
+        return next((r for r in rows if r["conversation_id"] == conversation
+                     and not r["is_initiator"]), None)
+
+    def _learn(self) -> None:
+        """Map the target handles and groups that exist by now to our conversations."""
+        for c in range(CONVERSATIONS):
+            target = self._target(c)
+            if target is not None:
+                self.by_target[target["conversation_handle"]] = c
+                self.by_group[target["conversation_group_id"]] = c
+
     def _conversation(self, target_handle: str) -> int:
         """Which of our conversations a target-side handle belongs to."""
         if target_handle not in self.by_target:
-            rows = self.b.view("conversation_endpoints")
-            ids = {r["conversation_handle"]: r["conversation_id"] for r in rows}
-            self.by_target[target_handle] = next(
-                c for c, h in enumerate(self.handles) if ids[h] == ids[target_handle])
+            self._learn()
         return self.by_target[target_handle]
 
     def _forget(self, t: int) -> None:
-        del self.open[t], self.sends[t], self.received[t]
+        del self.open[t], self.sends[t], self.received[t], self.locked[t]
+
+    def _took(self, t: int, c: int, got: list[Any], top: int | None) -> None:
+        """Check that ``got`` is what ``t`` may receive of ``c`` now, and record it."""
+        expected = self._available(t, c)
+        assert expected, f"conversation {c} was handed out but is locked or empty"
+        if top is not None:
+            expected = expected[:top]
+        assert [(m.text(), m.message_sequence_number) for m in got] == expected
+        self.received[t].setdefault(c, []).extend(expected)
+        self.locked[t].add(c)
 
     # -- rules ----------------------------------------------------------------------------------
     @rule(t=txs, convs=st.sets(st.integers(0, CONVERSATIONS - 1), min_size=1))
@@ -81,17 +113,39 @@ class Interleavings(RuleBasedStateMachine):
     def receive(self, t: int, top: int | None) -> None:
         got = self._tx(t).receive("TargetQueue", top=top)
         if not got:
-            eligible = [c for c in range(CONVERSATIONS) if self._available(t, c)]
+            eligible = self._eligible(t)
             assert eligible == [], f"RECEIVE returned nothing while {eligible} had messages"
             return
         assert len({m.conversation_group_id for m in got}) == 1
-        c = self._conversation(got[0].conversation_handle)
-        expected = self._available(t, c)
-        assert expected, f"conversation {c} was handed out but is locked or empty"
-        if top is not None:
-            expected = expected[:top]
-        assert [(m.text(), m.message_sequence_number) for m in got] == expected
-        self.received[t].setdefault(c, []).extend(expected)
+        self._took(t, self._conversation(got[0].conversation_handle), got, top)
+
+    @rule(t=txs, c=st.integers(0, CONVERSATIONS - 1), top=st.sampled_from([1, None]),
+          by=st.sampled_from(["conversation_handle", "conversation_group_id"]))
+    def receive_filtered(self, t: int, c: int, top: int | None, by: str) -> None:
+        target = self._target(c)
+        if target is None:
+            return
+        key = "conversation_handle" if by == "conversation_handle" else "conversation_group_id"
+        tx = self._tx(t)
+        got = tx.receive("TargetQueue", top=top, **{by: target[key]})
+        if got:
+            self._took(t, c, got, top)
+            return
+        assert self._available(t, c) == [], f"conversation {c} had messages for {t}"
+        if target["conversation_group_id"] in tx.locked_groups:
+            self.locked[t].add(c)  # an empty filtered RECEIVE may keep the group locked
+
+    @rule(t=txs)
+    def get_conversation_group(self, t: int) -> None:
+        group = self._tx(t).get_conversation_group("TargetQueue")
+        if group is None:
+            assert self._eligible(t) == []
+            return
+        if group not in self.by_group:
+            self._learn()
+        c = self.by_group[group]
+        assert c in self._eligible(t), f"group of conversation {c} was not eligible for {t}"
+        self.locked[t].add(c)
 
     @rule(t=txs)
     def commit(self, t: int) -> None:
