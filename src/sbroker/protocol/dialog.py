@@ -79,8 +79,9 @@ class DialogEngine:
         if frag is not None:
             acks = self._in.take_acks()
             if acks:
-                frag = Fragment(frag.key, frag.seq, frag.index, frag.count, frag.payload,
-                                frag.header, acks)
+                frag = Fragment(
+                    frag.key, frag.seq, frag.index, frag.count, frag.payload, frag.header, acks
+                )
             return frag
         if self._in.ack_due(now):
             return Ack(self._in.take_acks())

@@ -242,9 +242,7 @@ class Close:
         _check_name(self.reason, "reason")
 
 
-Frame: TypeAlias = (
-    Hello | Challenge | Proof | Accept | Refuse | Fragment | Ack | Keepalive | Close
-)
+Frame: TypeAlias = Hello | Challenge | Proof | Accept | Refuse | Fragment | Ack | Keepalive | Close
 
 # ---------------------------------------------------------------------------------------
 # encoding
@@ -270,8 +268,7 @@ def _opt_uuid(value: UUID | None) -> bytes:
 def _acks(acks: tuple[AckEntry, ...]) -> bytes:
     parts = [_U16.pack(len(acks))]
     parts.extend(
-        _ACK.pack(a.key.conversation_id.bytes, int(a.key.from_initiator), a.next_seq)
-        for a in acks
+        _ACK.pack(a.key.conversation_id.bytes, int(a.key.from_initiator), a.next_seq) for a in acks
     )
     return b"".join(parts)
 
@@ -403,7 +400,14 @@ def _read_fragment(r: _Reader) -> Fragment:
             assert isinstance(value, float)
             expires = value
         header = MessageHeader(
-            mtype, from_service, to_service, contract, body_length, priority, origin, target,
+            mtype,
+            from_service,
+            to_service,
+            contract,
+            body_length,
+            priority,
+            origin,
+            target,
             expires,
         )
     key = DialogKey(UUID(bytes=conv), bool(flags & 1))

@@ -53,8 +53,9 @@ from .keys import HANDSHAKE_KEY, SessionKeys, derive_keys, prove, transcript
 __all__ = ["Phase", "Session", "SessionConfig", "SessionStats"]
 
 _MAX_EARLY = 4096
-_HANDSHAKE_TYPES = frozenset({FrameType.HELLO, FrameType.CHALLENGE, FrameType.PROOF,
-                              FrameType.REFUSE})
+_HANDSHAKE_TYPES = frozenset(
+    {FrameType.HELLO, FrameType.CHALLENGE, FrameType.PROOF, FrameType.REFUSE}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,10 +169,12 @@ class Session:
     def _script(self, peer: UUID, peer_nonce: bytes) -> bytes:
         me, nonce = self.config.instance, self._nonce
         if self.initiator:
-            return transcript(me, peer, nonce, peer_nonce, self.config.mode,
-                              self.config.channel_binding)
-        return transcript(peer, me, peer_nonce, nonce, self.config.mode,
-                          self.config.channel_binding)
+            return transcript(
+                me, peer, nonce, peer_nonce, self.config.mode, self.config.channel_binding
+            )
+        return transcript(
+            peer, me, peer_nonce, nonce, self.config.mode, self.config.channel_binding
+        )
 
     @property
     def closed(self) -> bool:
@@ -218,27 +221,30 @@ class Session:
         if frame.mode is not self.config.mode:
             return self._refuse("authentication mode mismatch (shared secret vs TLS)", now)
         if frame.expected_peer is not None and frame.expected_peer != self.config.instance:
-            return self._refuse(f"this is broker instance {self.config.instance}, "
-                                f"not {frame.expected_peer}", now)
+            return self._refuse(
+                f"this is broker instance {self.config.instance}, " f"not {frame.expected_peer}",
+                now,
+            )
         if frame.instance == self.config.instance:
             return self._refuse("connection to self", now)
         self.peer_instance, self._peer_nonce = frame.instance, frame.nonce
         script = self._script(frame.instance, frame.nonce)
         self._keys = derive_keys(self._secret, frame.nonce, self._nonce, script)
-        self._send(Challenge(self.config.instance, self._nonce,
-                             prove(self._secret, b"responder", script)))
+        self._send(
+            Challenge(self.config.instance, self._nonce, prove(self._secret, b"responder", script))
+        )
         self.phase = Phase.AWAIT_PROOF
 
     def _on_challenge(self, frame: Frame, now: float) -> None:
         assert isinstance(frame, Challenge)
         expected = self.config.expected_peer
         if expected is not None and frame.instance != expected:
-            return self._refuse(f"expected broker instance {expected}, got {frame.instance}",
-                                now)
+            return self._refuse(f"expected broker instance {expected}, got {frame.instance}", now)
         script = self._script(frame.instance, frame.nonce)
         if not _same(prove(self._secret, b"responder", script), frame.proof):
-            return self._refuse("authentication failed: the peer does not know the shared "
-                                "secret", now)
+            return self._refuse(
+                "authentication failed: the peer does not know the shared " "secret", now
+            )
         self.peer_instance, self._peer_nonce = frame.instance, frame.nonce
         self._keys = derive_keys(self._secret, self._nonce, frame.nonce, script)
         self._send(Proof(prove(self._secret, b"initiator", script)))
@@ -248,8 +254,9 @@ class Session:
         assert isinstance(frame, Proof) and self.peer_instance is not None
         script = self._script(self.peer_instance, self._peer_nonce)
         if not _same(prove(self._secret, b"initiator", script), frame.proof):
-            return self._refuse("authentication failed: the peer does not know the shared "
-                                "secret", now)
+            return self._refuse(
+                "authentication failed: the peer does not know the shared " "secret", now
+            )
         self._send(Accept())
         self._establish(now)
 
@@ -364,8 +371,7 @@ class Session:
             return None
         if self.phase is not Phase.ESTABLISHED:
             return self.stats.created_at + cfg.handshake_timeout
-        times = [self._last_sent + cfg.keepalive_interval,
-                 self._last_received + cfg.peer_timeout]
+        times = [self._last_sent + cfg.keepalive_interval, self._last_received + cfg.peer_timeout]
         engine = self._engine
         if engine is not None:
             t = engine.next_timer()
