@@ -39,6 +39,7 @@ class DialogEngine:
         self._in = Inbound(self.config, receive_state)
         self._events: deque[DialogEvent] = deque()
         self.frames_received = 0
+        self.owner: object = None
 
     # -- caller → core --------------------------------------------------------------------
 
@@ -87,11 +88,16 @@ class DialogEngine:
             return Ack(self._in.take_acks())
         return None
 
-    def link_up(self) -> None:
+    def link_up(self, owner: object = None) -> None:
+        """A connection (`owner`) now carries this engine; unacknowledged messages go again."""
+        self.owner = owner
         self._out.link_up()
 
-    def link_down(self) -> None:
-        self._out.link_down()
+    def link_down(self, owner: object = None) -> None:
+        """`owner`'s connection is gone; ignored when another one has taken over since."""
+        if owner is self.owner:
+            self.owner = None
+            self._out.link_down()
 
     # -- time -----------------------------------------------------------------------------
 

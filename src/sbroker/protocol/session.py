@@ -292,8 +292,8 @@ class Session:
     def _on_dialog(self, frame: Frame, now: float) -> None:
         assert isinstance(frame, Fragment | Ack)
         self._last_dialog = now
-        if self._engine is not None:
-            self._engine.frame_received(frame, now)
+        if self.engine is not None:
+            self.engine.frame_received(frame, now)
         elif len(self._early) < _MAX_EARLY:  # held until the caller attaches its engine
             self._early.append((frame, now))
 
@@ -311,21 +311,23 @@ class Session:
         if self.phase is not Phase.ESTABLISHED:
             raise LocalProtocolError("attach a dialog engine only to an established session")
         if self._engine is not None and self._engine is not engine:
-            self._engine.link_down()
+            self._engine.link_down(self)
         self._engine = engine
-        engine.link_up()
+        engine.link_up(self)
         early, self._early = self._early, []
         for frame, at in early:
             engine.frame_received(frame, at)
 
     def detach(self) -> None:
         if self._engine is not None:
-            self._engine.link_down()
+            self._engine.link_down(self)
             self._engine = None
 
     @property
     def engine(self) -> DialogEngine | None:
-        return self._engine
+        """The attached engine, unless another session has taken it over since."""
+        e = self._engine
+        return e if e is not None and e.owner is self else None
 
     # -- bytes out ------------------------------------------------------------------------
 
@@ -335,7 +337,7 @@ class Session:
 
     def frames_to_send(self, now: float, max_frames: int | None = None) -> list[bytes]:
         """Sealed frames ready for the wire, each a whole frame (handy for simulations)."""
-        engine = self._engine
+        engine = self.engine
         if self.phase is Phase.ESTABLISHED and engine is not None:
             while max_frames is None or len(self._outbox) < max_frames:
                 frame = engine.next_frame(now)
@@ -372,7 +374,7 @@ class Session:
         if self.phase is not Phase.ESTABLISHED:
             return self.stats.created_at + cfg.handshake_timeout
         times = [self._last_sent + cfg.keepalive_interval, self._last_received + cfg.peer_timeout]
-        engine = self._engine
+        engine = self.engine
         if engine is not None:
             t = engine.next_timer()
             if t is not None:
@@ -393,7 +395,7 @@ class Session:
         if now >= self._last_received + cfg.peer_timeout:
             self._fail("peer silent for too long", now)
             return
-        engine = self._engine
+        engine = self.engine
         if engine is not None:
             engine.handle_timer(now)
             if not engine.busy and now >= self._last_dialog + cfg.idle_timeout:
