@@ -31,8 +31,12 @@ from bench.workloads import Sizes, w1, w2
 
 FULL = Sizes(w1=10_000, w2=100_000, w3=0, w4=0)
 QUICK = Sizes(w1=2_000, w2=20_000, w3=0, w4=0)
-AGE_BATCH = 1_000
-"""Conversations aged per transaction (each phase of the aging is one transaction a batch)."""
+AGE_BATCH = 100
+"""Conversations begun together (in one initiator-side group) and ended together."""
+AGE_TARGET_TX = 10
+"""Conversations the target side answers and ends per transaction: each RECEIVE in a
+transaction locks one more group, and a RECEIVE costs more the more groups its transaction
+already holds, so small target transactions age fastest."""
 
 
 @dataclass
@@ -43,6 +47,7 @@ class Figure:
     values: list[float]
     target: str = ""
     met: bool | None = None
+    ratio: bool = False
 
     @property
     def median(self) -> float:
@@ -57,27 +62,32 @@ def age(broker: Any, n: int, log: Callable[[str], None]) -> float:
     while done < n:
         k = min(AGE_BATCH, n - done)
         with broker.transaction() as tx:
-            handles = [tx.begin_dialog("svc_i", "svc_t") for _ in range(k)]
+            first = tx.begin_dialog("svc_i", "svc_t")
+            handles = [first] + [tx.begin_dialog("svc_i", "svc_t", related_conversation=first)
+                                 for _ in range(k - 1)]
             tx.send(handles, "DEFAULT", b"ping")
-        with broker.transaction() as tx:  # the target answers and ends each one
-            for _ in range(k):
-                (msg,) = tx.receive("q", top=1, timeout=5)
-                tx.send(msg.conversation_handle, "DEFAULT", b"pong")
-                tx.end_conversation(msg.conversation_handle)
-        with broker.transaction() as tx:  # the initiator reads answer + EndDialog and ends
-            for _ in range(k):
-                msgs = tx.receive("qi", timeout=5)
-                tx.end_conversation(msgs[0].conversation_handle)
+        for j in range(0, k, AGE_TARGET_TX):  # the target answers and ends each one
+            with broker.transaction() as tx:
+                for _ in range(min(AGE_TARGET_TX, k - j)):
+                    (msg,) = tx.receive("q", top=1, timeout=5)
+                    tx.send(msg.conversation_handle, "DEFAULT", b"pong")
+                    tx.end_conversation(msg.conversation_handle)
+        with broker.transaction() as tx:  # the initiator reads k answers + EndDialogs, ends
+            msgs = tx.receive("qi", timeout=5)
+            if len(msgs) != 2 * k:
+                raise RuntimeError(f"aging: {len(msgs)} messages back for {k} conversations")
+            for handle in handles:
+                tx.end_conversation(handle)
         done += k
+        if time.perf_counter() - last > 15:
+            last = time.perf_counter()
+            rate = done / (last - t0)
+            log(f"  aged {done:,} of {n:,} conversations ({rate:,.0f}/s, "
+                f"~{(n - done) / rate / 60:,.1f} min left)")
     with broker.transaction() as tx:  # nothing of the aging may be left for W1 to receive
         left = tx.receive("q") + tx.receive("qi")
     if left:
         raise RuntimeError(f"aging left {left[0].message_type_name} messages in the queues")
-        if time.perf_counter() - last > 10:
-            last = time.perf_counter()
-            rate = done / (last - t0)
-            log(f"  aged {done:,} of {n:,} conversations ({rate:,.0f}/s, "
-                f"~{(n - done) / rate:,.0f} s left)")
     return n / (time.perf_counter() - t0)
 
 
@@ -131,7 +141,7 @@ def measure(args: argparse.Namespace, log: Callable[[str], None]) -> list[Figure
     batched = fresh_runs(Sbroker, lambda s: w2(s, sizes), args.runs, args.durability, pool)
     log(f"  W2 send {[round(r['send']) for r in batched]}  receive "
         f"{[round(r['receive']) for r in batched]} msgs/s")
-    log(f"aging: {n_aged:,} conversations begun, used and ended, {AGE_BATCH:,} a transaction")
+    log(f"aging: {n_aged:,} conversations begun, used (one message each way) and ended")
     aged, age_rate = aged_runs(n_aged, sizes, args.runs, args.durability, pool, log)
 
     w1_recv = Figure("W1 receive (msgs/s)", [r["receive"] for r in fresh])
@@ -143,13 +153,13 @@ def measure(args: argparse.Namespace, log: Callable[[str], None]) -> list[Figure
         w1_recv,
         raw_write,
         Figure("W1 receive / raw SQLite write", [w1_recv.median / raw_write.median],
-               ">= 0.80"),
+               ">= 0.80", ratio=True),
         Figure("W2 send (msgs/s)", [r["send"] for r in batched], ">= 100,000"),
         Figure("W2 receive (msgs/s)", [r["receive"] for r in batched], ">= 100,000"),
         Figure(f"W1 send after {n_aged:,} conversations (msgs/s)", [r["send"] for r in aged]),
         aged_recv,
         Figure("aged W1 receive / fresh W1 receive", [aged_recv.median / w1_recv.median],
-               ">= 0.90"),
+               ">= 0.90", ratio=True),
         Figure("aging (conversations/s)", [age_rate]),
     ]
     for f in figures:
@@ -164,7 +174,7 @@ def render(figures: list[Figure], title: str) -> Table:
     for name in ("Figure", "Median", "Min - max", "Target", "Met"):
         t.add_column(name, justify="left" if name == "Figure" else "right")
     for f in figures:
-        digits = ".2f" if "/" in f.name else ",.0f"
+        digits = ".2f" if f.ratio else ",.0f"
 
         def shown(v: float, digits: str = digits) -> str:
             return format(v, digits)
