@@ -24,9 +24,24 @@ from sbroker.protocol import (
     SessionConfig,
     SessionEvent,
 )
-from sbroker.protocol.frames import Fragment, Proof, encode_body
+from sbroker.protocol.frames import (
+    Accept,
+    Ack,
+    AckEntry,
+    Challenge,
+    Close,
+    Fragment,
+    Frame,
+    FrameType,
+    Hello,
+    Keepalive,
+    Proof,
+    Refuse,
+    encode_body,
+)
 from sbroker.protocol.framing import seal
 from sbroker.protocol.keys import HANDSHAKE_KEY
+from sbroker.protocol.session import _TABLE
 
 I_ID, R_ID = UUID(int=1), UUID(int=2)
 SECRET = b"s3cret"
@@ -331,3 +346,68 @@ def test_arbitrary_bytes_after_establishment_never_deliver(chunks: list[bytes]) 
     for chunk in chunks:
         sr.receive_data(chunk, 0.0)
     assert er.events() == []
+
+
+# -- every (role, phase, frame type) pair -----------------------------------------------------
+
+_PHASES = {
+    True: [Phase.AWAIT_CHALLENGE, Phase.AWAIT_ACCEPT, Phase.ESTABLISHED, Phase.CLOSED],
+    False: [Phase.AWAIT_HELLO, Phase.AWAIT_PROOF, Phase.ESTABLISHED, Phase.CLOSED],
+}
+_FRAMES = [
+    Hello(UUID(int=3), b"n" * 32),
+    Challenge(UUID(int=3), b"m" * 32, b"p" * 32),
+    Proof(b"q" * 32),
+    Accept(),
+    Refuse("no"),
+    Fragment(DialogKey(UUID(int=5), True), 0, 0, 1, b"x", message().header()),
+    Ack((AckEntry(DialogKey(UUID(int=5), False), 1),)),
+    Keepalive(),
+    Close("bye"),
+]
+
+
+def _session_in(initiator: bool, phase: Phase) -> tuple[Session, Session]:
+    """A session of the given role driven into `phase`, and its peer."""
+    si, sr = pair()
+    me, peer = (si, sr) if initiator else (sr, si)
+    steps = [(si, sr), (sr, si), (si, sr), (sr, si)]  # Hello, Challenge, Proof, Accept
+    for src, dst in steps:
+        if me.phase is phase:
+            break
+        for f in src.frames_to_send(0.0):
+            dst.receive_data(f, 0.0)
+    if phase is Phase.CLOSED:
+        me.close("done", 0.0)
+    assert me.phase is phase
+    return me, peer
+
+
+@pytest.mark.parametrize("initiator", [True, False], ids=["initiator", "responder"])
+@pytest.mark.parametrize("phase_index", range(4))
+@pytest.mark.parametrize("frame", _FRAMES, ids=lambda f: type(f).__name__)
+def test_every_state_and_frame_pair_is_a_transition_or_is_ignored_and_counted(
+    initiator: bool, phase_index: int, frame: Frame
+) -> None:
+    phase = _PHASES[initiator][phase_index]
+    me, peer = _session_in(initiator, phase)
+    peer_keys = peer._keys  # sealed as the real peer would, whenever it has keys
+    if frame.TYPE in (FrameType.HELLO, FrameType.CHALLENGE, FrameType.PROOF, FrameType.REFUSE):
+        key = HANDSHAKE_KEY
+    elif peer_keys is not None:
+        key = peer_keys.responder_to_initiator if initiator else peer_keys.initiator_to_responder
+    else:
+        key = b"no keys yet" * 3
+    before = (me.stats.unexpected_frames, me.stats.corrupt_frames)
+    received_before = me.stats.frames_received
+    events(me)
+    me.receive_data(seal(frame.TYPE, encode_body(frame), key), 1.0)
+    after = events(me)
+    if phase is Phase.CLOSED:  # a closed session ignores everything
+        assert me.phase is Phase.CLOSED and after == []
+        assert me.stats.frames_received == received_before
+    elif (initiator, phase, frame.TYPE) in _TABLE:
+        assert me.stats.unexpected_frames == before[0]
+    else:
+        assert me.phase is phase
+        assert (me.stats.unexpected_frames, me.stats.corrupt_frames) != before
