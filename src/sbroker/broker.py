@@ -30,6 +30,8 @@ SQL_VIEWS = (
     "services", "contracts", "message_types", "routes", "conversation_priorities",
 )
 REAP_INTERVAL = 1.0
+CATALOG_MAX_AGE = 0.05  # seconds a statement trusts the catalog snapshot without a check
+ENDPOINT_CACHE_SIZE = 10_000
 POISON_THRESHOLD = 5
 _OPTIONS = ("durability", "clock", "start", "monitor_interval", "anti_replay_seconds")
 
@@ -45,7 +47,9 @@ class Broker:
         self.anti_replay = anti_replay_seconds
         self.hooks: EngineHooks = EngineHooks()
         self._catalog: Catalog | None = None
+        self._catalog_checked = 0.0
         self._catalog_lock = threading.Lock()
+        self._endpoint_cache: dict[str, dialogs.Endpoint] = {}
         self._last_reap = 0.0
         self.notifier = Notifier(clock, db._connect)
         self.session_id = db.register_session(clock.now())
@@ -143,15 +147,35 @@ class Broker:
             service.start()
 
     # -- catalog ----------------------------------------------------------------------------
-    def _catalog_for(self, conn: sqlite3.Connection) -> Catalog:
+    def _catalog_for(self, conn: sqlite3.Connection, *, max_age: float = 0.0) -> Catalog:
+        """The catalog snapshot; checked against the database unless checked in the last
+        ``max_age`` seconds (statements pass a few ms: COMMIT verifies the version anyway)."""
+        if max_age:
+            with self._catalog_lock:
+                if self._catalog is not None and (
+                        time.monotonic() - self._catalog_checked < max_age):
+                    return self._catalog
         version = cat_mod.current_version(conn)
         with self._catalog_lock:
             if self._catalog is not None and self._catalog.version == version:
+                self._catalog_checked = time.monotonic()
                 return self._catalog
         fresh = cat_mod.load(conn)
         with self._catalog_lock:
             self._catalog = fresh
+            self._catalog_checked = time.monotonic()
         return fresh
+
+    def _remember_endpoint(self, ep: dialogs.Endpoint) -> None:
+        """Keep an endpoint snapshot for statement-time checks of SEND (COMMIT re-checks)."""
+        cache = self._endpoint_cache
+        if len(cache) >= ENDPOINT_CACHE_SIZE:
+            cache.pop(next(iter(cache)))
+        cache[ep.handle] = ep
+
+    def _forget_endpoints(self, handles: Iterable[str]) -> None:
+        for handle in handles:
+            self._endpoint_cache.pop(handle, None)
 
     @property
     def catalog(self) -> Catalog:
@@ -163,6 +187,8 @@ class Broker:
             fn(conn, *args)
             if redeliver:
                 self._redeliver(conn)
+        with self._catalog_lock:
+            self._catalog_checked = 0.0  # this process changed it: look again next time
         self.notifier.bump()  # waiting receivers re-read the catalog (a queue disabled, ...)
 
     def _redeliver(self, conn: sqlite3.Connection) -> None:
@@ -171,6 +197,7 @@ class Broker:
         with write(conn):
             ctx = dialogs.Context(conn, self._catalog_for(conn), self.clock.now(), self.anti_replay)
             dialogs.redeliver_waiting(ctx)
+        self._forget_endpoints(ctx.changed)
         self._after_commit(ctx.ready_queues, False, set(), False)
 
     def create_message_type(self, name: str, validation: object = "none") -> None:

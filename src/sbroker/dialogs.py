@@ -88,6 +88,7 @@ class Context:
     fast: dict[str, tuple[Endpoint, Endpoint, int]] = field(default_factory=dict)
     rows: list[tuple[object, ...]] = field(default_factory=list)
     last_peer: Endpoint | None = None
+    changed: set[str] = field(default_factory=set)  # endpoints whose state changed or left
 
 
 def insert_endpoint(ctx: Context, ep: Endpoint) -> None:
@@ -100,6 +101,7 @@ def insert_endpoint(ctx: Context, ep: Endpoint) -> None:
 
 
 def _save_state(ctx: Context, ep: Endpoint) -> None:
+    ctx.changed.add(ep.handle)
     ctx.conn.execute(
         "UPDATE sb_endpoints SET state = ?, send_seq = ?, receive_seq = ? WHERE handle = ?",
         (ep.state, ep.send_seq, ep.receive_seq, ep.handle),
@@ -131,6 +133,7 @@ def _enqueue(
 
 
 def delete_endpoint(ctx: Context, ep: Endpoint) -> None:
+    ctx.changed.add(ep.handle)
     _delete_messages(ctx, ep)
     ctx.conn.execute("DELETE FROM sb_transmission_queue WHERE handle = ?", (ep.handle,))
     ctx.conn.execute("DELETE FROM sb_endpoints WHERE handle = ?", (ep.handle,))

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
 import re
-import uuid
 from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import escape
@@ -51,8 +51,12 @@ def parse_error_body(body: bytes) -> tuple[int, str]:
 
 
 def new_id() -> str:
-    """A fresh uppercase UUID string, the form SQL Server shows handles in."""
-    return str(uuid.uuid4()).upper()
+    """A fresh uppercase version-4 UUID string, the form SQL Server shows handles in."""
+    b = bytearray(os.urandom(16))
+    b[6] = (b[6] & 0x0F) | 0x40
+    b[8] = (b[8] & 0x3F) | 0x80
+    h = b.hex().upper()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 @dataclass(frozen=True, slots=True)

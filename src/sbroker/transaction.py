@@ -18,7 +18,7 @@ from dataclasses import replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from . import dialogs
+from . import catalog, dialogs
 from . import messages as m
 from .conversation import SENDABLE, Event, State, transition
 from .errors import (
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from .broker import Broker
     from .catalog import Catalog, Queue
 
+CATALOG_MAX_AGE = 0.05  # see Broker._catalog_for
 MAX_LIFETIME = 2**31 - 1
 T = TypeVar("T")
 _owners = itertools.count(1)
@@ -136,8 +137,17 @@ class Transaction:
 
     def _cat(self, refresh: bool = False) -> Catalog:
         if self._catalog is None or refresh:
-            self._catalog = self._broker._catalog_for(self._c())
+            self._catalog = self._broker._catalog_for(
+                self._c(), max_age=0.0 if refresh else CATALOG_MAX_AGE)
         return self._catalog
+
+    def _lookup(self, fn: Callable[[Catalog], T]) -> T:
+        """``fn(catalog)``, looking again at the database when a name is missing from a
+        snapshot that may be a few ms old (another process may have just created it)."""
+        try:
+            return fn(self._cat())
+        except NotFoundError:
+            return fn(self._cat(refresh=True))
 
     def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Lock bookkeeping in a short, non-fsynced write (locks die with the process anyway),
@@ -146,21 +156,32 @@ class Transaction:
             return fn(self._c())
         return self._broker.db.writer.run(fn, durable=False)
 
-    def _endpoint(self, handle: object) -> dialogs.Endpoint:
-        if isinstance(handle, str):
-            known = self._eps.get(handle)
-            if known is not None and handle not in self._gone:
-                return known
-        key = normalize_handle(handle)
+    def _endpoint(self, handle: object, *, fresh: bool = False) -> dialogs.Endpoint:
+        """The endpoint as this transaction sees it.  ``fresh=False`` may use the broker's
+        snapshot (state and contract, for SEND's checks: COMMIT re-reads the row); statements
+        that depend on the endpoint's current group pass ``fresh=True``."""
+        if isinstance(handle, str) and handle in self._eps:
+            key = handle
+        else:
+            key = normalize_handle(handle)
         if key in self._gone:
             raise ConversationNotFoundError(f"the conversation handle {key} is not found")
         ep = self._eps.get(key)
-        if ep is None:
-            ep = dialogs.load_endpoint(self._c(), key)
-            if ep is None:
-                raise ConversationNotFoundError(f"the conversation handle {key} is not found")
-            self._eps[key] = ep
-        return ep
+        if ep is not None and (not fresh or ep.conv_order is None):
+            return ep  # seen in this transaction (conv_order None: begun in it)
+        if ep is None and not fresh:
+            cached = self._broker._endpoint_cache.get(key)
+            if cached is not None:
+                ep = self._eps[key] = replace(cached)
+                return ep
+        loaded = dialogs.load_endpoint(self._c(), key)
+        if loaded is None:
+            raise ConversationNotFoundError(f"the conversation handle {key} is not found")
+        self._broker._remember_endpoint(replace(loaded))
+        if ep is not None:
+            loaded.state = ep.state  # keep this transaction's own state changes
+        self._eps[key] = loaded
+        return loaded
 
     # -- dialogs ------------------------------------------------------------------------------
     def begin_dialog(
@@ -177,11 +198,11 @@ class Transaction:
     ) -> str:
         """Create the initiator endpoint of a new dialog; returns its conversation handle."""
         self._check_active()
-        cat = self._cat()
-        service = cat.service(from_service)
+        service = self._lookup(lambda c: c.service(from_service))
         if not isinstance(to_service, str) or not to_service:
             raise InvalidArgumentError(f"to_service must be a service name, got {to_service!r}")
-        cat.contract(contract)
+        self._lookup(lambda c: c.contract(contract))
+        cat = self._cat()
         if broker_instance is not None and not isinstance(broker_instance, str):
             raise InvalidArgumentError("broker_instance must be a string (a UUID) or None")
         if related_conversation is not None and related_conversation_group is not None:
@@ -198,7 +219,7 @@ class Transaction:
             )
         group = m.new_id()
         if related_conversation is not None:
-            related = self._endpoint(related_conversation)
+            related = self._endpoint(related_conversation, fresh=True)
             if related.queue_id != service.queue_id:
                 raise InvalidArgumentError(
                     "related_conversation belongs to another queue than the service "
@@ -261,7 +282,9 @@ class Transaction:
             raise InvalidArgumentError(f"message_type must be a name, got {message_type!r}")
         cat = self._cat()
         if message_type not in cat.message_types:
-            raise NotFoundError(f"message type {message_type!r} does not exist", 8430)
+            cat = self._cat(refresh=True)
+            if message_type not in cat.message_types:
+                raise NotFoundError(f"message type {message_type!r} does not exist", 8430)
         eps = [self._endpoint(h) for h in handles]
         for ep in eps:
             if ep.state not in SENDABLE:
@@ -332,7 +355,7 @@ class Transaction:
     def move_conversation(self, handle: object, conversation_group_id: object) -> None:
         """Move a conversation (and its queued messages) to another group of the same queue."""
         self._check_active()
-        ep = self._endpoint(handle)
+        ep = self._endpoint(handle, fresh=True)
         group = normalize_handle(conversation_group_id)
         row = self._c().execute(
             "SELECT queue_id FROM sb_endpoints WHERE group_id = ? LIMIT 1", (group,)
@@ -411,11 +434,11 @@ class Transaction:
             raise InvalidArgumentError(
                 "give conversation_handle or conversation_group_id, not both"
             )
-        q = self._cat().queue(queue)
+        q = self._lookup(lambda c: c.queue(queue))
         fixed_group: str | None = None
         fixed_handle: str | None = None
         if handle is not None:
-            ep = self._endpoint(handle)
+            ep = self._endpoint(handle, fresh=True)
             if ep.queue_id != q.queue_id:
                 raise ConversationNotFoundError(
                     f"the conversation {ep.handle} does not belong to queue {queue!r}"
@@ -589,6 +612,10 @@ class Transaction:
         def apply(conn: sqlite3.Connection) -> None:
             ctx.conn = conn
             ctx.ready_queues.clear()
+            if catalog.current_version(conn) != ctx.catalog.version:
+                # DDL since the statements ran: check the sends against what is true now.
+                ctx.catalog = self._broker._catalog_for(conn)
+                self._recheck_sends(ctx.catalog)
             for op in self._ops:
                 if op[0] != "send":
                     dialogs.flush(ctx)
@@ -616,9 +643,22 @@ class Transaction:
             raise
         released = set(self._locks.values())
         timers = any(op[0] in ("timer", "begin") for op in self._ops)
+        self._broker._forget_endpoints(ctx.changed)
+        self._broker._forget_endpoints(op[1] for op in self._ops if op[0] in ("end", "move"))
         self._release()
         self._broker._after_commit(ctx.ready_queues, released, self._received_queues,
                                    timers or ctx.tq_changed)
+
+    def _recheck_sends(self, cat: Catalog) -> None:
+        for op in self._ops:
+            if op[0] == "send":
+                for handle in op[1]:
+                    contract = self._eps[handle].contract
+                    if op[2] not in cat.contracts.get(contract, {}):
+                        raise ContractViolationError(
+                            f"message type {op[2]!r} is no longer part of contract "
+                            f"{contract!r}", 8431,
+                        )
 
     def _finish_receives(self, conn: sqlite3.Connection) -> None:
         if self._received:

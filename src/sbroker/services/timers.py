@@ -35,6 +35,7 @@ class TimerService:
             return ctx, dialogs.fire_due(ctx)
 
         ctx, deadline = b.db.writer.run(fire)
+        b._forget_endpoints(ctx.changed)
         b._after_commit(ctx.ready_queues, False, set(), False)
         return deadline
 
