@@ -183,7 +183,7 @@ class Interleavings(RuleBasedStateMachine):
 
 
 Interleavings.TestCase.settings = settings(
-    max_examples=60, stateful_step_count=30, deadline=None, derandomize=True, database=None,
+    max_examples=50, stateful_step_count=50, deadline=None, derandomize=True, database=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
 test_interleavings_deliver_every_committed_message_once_in_order = Interleavings.TestCase
