@@ -76,13 +76,8 @@ class DialogEngine:
 
     def next_frame(self, now: float) -> Fragment | Ack | None:
         """The next frame to send: a fragment carrying pending acks, or acks alone once due."""
-        frag = self._out.next_fragment(now)
+        frag = self._out.next_fragment(now, self._in.take_acks)
         if frag is not None:
-            acks = self._in.take_acks()
-            if acks:
-                frag = Fragment(
-                    frag.key, frag.seq, frag.index, frag.count, frag.payload, frag.header, acks
-                )
             return frag
         if self._in.ack_due(now):
             return Ack(self._in.take_acks())

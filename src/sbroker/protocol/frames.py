@@ -367,51 +367,90 @@ class _Reader:
             raise RemoteProtocolError("trailing bytes after frame body")
 
 
+_KEY_CACHE: dict[bytes, DialogKey] = {}
+_KEY_CACHE_MAX = 65536
+
+
+def _key(raw: bytes) -> DialogKey:
+    """DialogKey from 16 id bytes + 1 flag byte, cached: the same dialogs recur constantly."""
+    key = _KEY_CACHE.get(raw)
+    if key is None:
+        if raw[16] > 1:
+            raise RemoteProtocolError("bad direction flag")
+        if len(_KEY_CACHE) >= _KEY_CACHE_MAX:
+            _KEY_CACHE.clear()
+        key = _KEY_CACHE[raw] = DialogKey(UUID(bytes=raw[:16]), raw[16] == 1)
+    return key
+
+
+def _acks_at(body: bytes, pos: int) -> tuple[tuple[AckEntry, ...], int]:
+    (n,) = _U16.unpack_from(body, pos)
+    pos += 2
+    end = pos + n * _ACK.size
+    if n > MAX_ACKS or end > len(body):
+        raise RemoteProtocolError("bad ack list")
+    acks = tuple(
+        AckEntry(_key(body[i : i + 17]), int.from_bytes(body[i + 17 : i + 25], "big"))
+        for i in range(pos, end, _ACK.size)
+    )
+    return acks, end
+
+
+def _text_at(body: bytes, pos: int) -> tuple[str, int]:
+    (n,) = _U16.unpack_from(body, pos)
+    end = pos + 2 + n
+    if end > len(body):
+        raise RemoteProtocolError("frame body truncated")
+    return body[pos + 2 : end].decode("utf-8", "surrogatepass"), end
+
+
+def _opt_uuid_at(body: bytes, pos: int) -> tuple[UUID | None, int]:
+    flag = body[pos]
+    if flag == 0:
+        return None, pos + 1
+    if flag != 1 or pos + 17 > len(body):
+        raise RemoteProtocolError("bad optional id")
+    return UUID(bytes=body[pos + 1 : pos + 17]), pos + 17
+
+
 def _read_acks(r: _Reader) -> tuple[AckEntry, ...]:
-    (n,) = r.unpack(_U16)
-    assert isinstance(n, int)
-    if n > MAX_ACKS:
-        raise RemoteProtocolError("too many acks")
-    raw = r.take(n * _ACK.size)
-    out = []
-    for conv, flags, next_seq in _ACK.iter_unpack(raw):
-        if flags > 1:
-            raise RemoteProtocolError("bad ack flags")
-        out.append(AckEntry(DialogKey(UUID(bytes=conv), flags == 1), next_seq))
-    return tuple(out)
+    acks, r.pos = _acks_at(r.data, r.pos)
+    return acks
 
 
 def _read_fragment(r: _Reader) -> Fragment:
-    acks = _read_acks(r)
-    conv, flags, seq, index, count = r.unpack(_FRAG)
-    assert isinstance(conv, bytes) and isinstance(flags, int)
-    assert isinstance(seq, int) and isinstance(index, int) and isinstance(count, int)
+    """Fragments are the hot path: decoded with offsets rather than through the reader."""
+    body = r.data
+    acks, pos = _acks_at(body, r.pos)
+    flags = body[pos + 16] if pos + 16 < len(body) else 0
     if flags > 3:
         raise RemoteProtocolError("bad fragment flags")
+    key = _key(body[pos : pos + 16] + bytes([flags & 1]))
+    _, _, seq, index, count = _FRAG.unpack_from(body, pos)
+    pos += _FRAG.size
     header = None
     if flags & _HAS_HEADER:
-        body_length, priority = r.unpack(_HDR)
-        assert isinstance(body_length, int) and isinstance(priority, int)
-        mtype, from_service, to_service, contract = r.text(), r.text(), r.text(), r.text()
-        origin, target = r.opt_uuid(), r.opt_uuid()
+        body_length, priority = _HDR.unpack_from(body, pos)
+        pos += _HDR.size
+        mtype, pos = _text_at(body, pos)
+        from_service, pos = _text_at(body, pos)
+        to_service, pos = _text_at(body, pos)
+        contract, pos = _text_at(body, pos)
+        origin, pos = _opt_uuid_at(body, pos)
+        target, pos = _opt_uuid_at(body, pos)
         expires = None
-        if r.flag():
-            (value,) = r.unpack(_F64)
-            assert isinstance(value, float)
-            expires = value
+        if body[pos] > 1:
+            raise RemoteProtocolError("bad expiry flag")
+        if body[pos] == 1:
+            (expires,) = _F64.unpack_from(body, pos + 1)
+            pos += _F64.size
+        pos += 1
         header = MessageHeader(
-            mtype,
-            from_service,
-            to_service,
-            contract,
-            body_length,
-            priority,
-            origin,
-            target,
+            mtype, from_service, to_service, contract, body_length, priority, origin, target,
             expires,
-        )
-    key = DialogKey(UUID(bytes=conv), bool(flags & 1))
-    return Fragment(key, seq, index, count, r.rest(), header, acks)
+        )  # fmt: skip
+    r.pos = len(body)
+    return Fragment(key, seq, index, count, body[pos:], header, acks)
 
 
 def _read(ftype: FrameType, r: _Reader) -> Frame:
@@ -454,3 +493,7 @@ def decode_body(ftype: int, body: bytes) -> Frame:
         return _read(kind, _Reader(body))
     except LocalProtocolError as exc:  # a field the peer sent fails validation
         raise RemoteProtocolError(f"invalid {kind.name} frame: {exc}") from exc
+    except (struct.error, IndexError) as exc:  # offsets ran past the end of the body
+        raise RemoteProtocolError(f"{kind.name} frame body truncated") from exc
+    except UnicodeDecodeError as exc:
+        raise RemoteProtocolError("invalid UTF-8 in a name") from exc

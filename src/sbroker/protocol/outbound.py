@@ -11,6 +11,7 @@ from __future__ import annotations
 import heapq
 import random
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .errors import LocalProtocolError
@@ -178,8 +179,10 @@ class Outbound:
 
     # -- producing fragments --------------------------------------------------------------
 
-    def next_fragment(self, now: float) -> Fragment | None:
-        """The next fragment to put on the wire (acks not attached), or None."""
+    def next_fragment(
+        self, now: float, acks: Callable[[], tuple[AckEntry, ...]] = tuple
+    ) -> Fragment | None:
+        """The next fragment to put on the wire, carrying `acks()`, or None."""
         if not self._link_up:
             return None
         while self._active:
@@ -191,7 +194,7 @@ class Outbound:
                 self._active_set.discard(key)
                 self._turn_used = 0
                 continue
-            frag = self._fragment_of(m)
+            frag = self._fragment_of(m, acks())
             m.next_index += 1
             self.fragments_sent += 1
             if m.next_index == m.count:
@@ -217,13 +220,13 @@ class Outbound:
             heapq.heappop(d.jobs)
         return None
 
-    def _fragment_of(self, m: _OutMsg) -> Fragment:
+    def _fragment_of(self, m: _OutMsg, acks: tuple[AckEntry, ...]) -> Fragment:
         size = self.config.fragment_size
         i = m.next_index
         msg = m.message
         payload = msg.body[i * size : (i + 1) * size]
         header = m.header if i == 0 else None
-        return Fragment(msg.key, msg.seq, i, m.count, payload, header)
+        return Fragment(msg.key, msg.seq, i, m.count, payload, header, acks)
 
     # -- retransmission -------------------------------------------------------------------
 
