@@ -96,8 +96,7 @@ def test_messages_cross_loopback_exactly_once_in_order_on_one_connection(
     b, addr_b = start(2, hb, secret=SECRET, encryption="disabled")
     transports += [a, b]
     sent = messages(10, 100)
-    for m in sent:
-        a.send(m, addr_b, UUID(int=2))
+    a.send_many(sent, addr_b, UUID(int=2))
     hb.wait(lambda: hb.delivered() == len(sent))
     ha.wait(lambda: len(ha.acks) == len(sent))
     for m in sent:
@@ -247,6 +246,9 @@ def test_mutual_tls_carries_messages_encrypted(
     ha.wait(lambda: len(ha.acks) == 60)
     (row,) = a.connections()
     assert str(row["encryption"]).startswith("TLS")
+    for m in messages(3, 1):
+        a.forget(m.key)
+        b.forget(m.key)
 
 
 def test_mutual_tls_with_a_secret_as_well(pki: Path, transports: list[BrokerTransport]) -> None:

@@ -202,6 +202,21 @@ class BrokerTransport:
             raise LocalProtocolError("the transport is not started")
         loop.call_soon_threadsafe(self._send, message, address, peer)
 
+    def send_many(
+        self, messages: list[Message], address: Address, peer: UUID | None = None
+    ) -> None:
+        """`send` for a batch (one wake-up of the loop thread instead of one per message)."""
+        loop = self._loop
+        if loop is None:
+            raise LocalProtocolError("the transport is not started")
+        loop.call_soon_threadsafe(self._send_batch, list(messages), address, peer)
+
+    def forget(self, key: DialogKey) -> None:
+        """Drop the protocol state of a dialog direction (its conversation is gone)."""
+        loop = self._loop
+        if loop is not None:
+            loop.call_soon_threadsafe(self._forget, key)
+
     def connections(self) -> list[dict[str, object]]:
         """Rows of `dm_broker_connections` (open connections, then recently closed ones)."""
         loop = self._loop
@@ -247,6 +262,14 @@ class BrokerTransport:
                 self.config.dialog, rng=self._rng, receive_state=self.handler.receive_state
             )
         return e
+
+    def _send_batch(self, messages: list[Message], address: Address, peer: UUID | None) -> None:
+        for message in messages:
+            self._send(message, address, peer)
+
+    def _forget(self, key: DialogKey) -> None:
+        for engine in self._engines.values():
+            engine.forget(key)
 
     def _send(self, message: Message, address: Address, peer: UUID | None) -> None:
         if peer is None:
