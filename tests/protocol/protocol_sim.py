@@ -48,6 +48,7 @@ class Faults:
     max_delay: float = 0.005
     crash_interval: float | None = None  # mean seconds between application crashes
     refuse: float = 0.0  # chance the application refuses to persist a delivery
+    commit: float = 1.0  # chance per step that an application commits what it was given
 
 
 class Node:
@@ -270,7 +271,7 @@ class Sim:
                 for ev in engine.events():
                     node.on_dialog_event(peer, ev)
                     progress = True
-            if node.pending:
+            if node.pending and self.rng.random() < self.faults.commit:
                 node.commit(self.now)
                 progress = True
         for conn in self._live_connections():
@@ -289,6 +290,8 @@ class Sim:
 
     def _next_time(self) -> float:
         times = [self.next_crash]
+        if any(node.pending for node in self.nodes):
+            times.append(self.now + 0.001)  # a commit still to come
         if self.wire:
             times.append(self.wire[0][0])
         for conn in self._live_connections():

@@ -276,3 +276,13 @@ def test_invalid_messages_are_refused_at_the_boundary() -> None:
         DialogConfig(fragment_size=0)
     with pytest.raises(LocalProtocolError):
         DialogConfig(retry_initial_min=3, retry_initial_max=2)
+
+
+def test_a_sender_restarted_with_another_fragment_size_still_gets_through() -> None:
+    before, b = engine(DialogConfig(fragment_size=3)), engine()
+    before.send_message(msg(0, b"abcdefgh"))
+    deliver(frames(before)[:2], b)  # then the sender crashes
+    after = engine(DialogConfig(fragment_size=5))
+    after.send_message(msg(0, b"abcdefgh"))
+    deliver(frames(after), b)
+    assert [m.body for m in received(b)] == [b"abcdefgh"]

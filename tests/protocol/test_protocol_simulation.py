@@ -21,6 +21,7 @@ HOSTILE = Faults(
     max_delay=0.05,
     crash_interval=4.0,
     refuse=0.02,
+    commit=0.5,
 )
 SMALL = DialogConfig(fragment_size=48, send_window=8, reorder_window=8)
 

@@ -110,7 +110,8 @@ class Inbound:
             r = d.buffer[seq] = _Reassembly(frag.count)
             self.buffered += 1
         elif r.count != frag.count:
-            raise RemoteProtocolError("fragment count changed within one message")
+            # the sender restarted with another fragment size: start this message afresh
+            r = d.buffer[seq] = _Reassembly(frag.count)
         if frag.index in r.parts:
             self.duplicates += 1
             return []
