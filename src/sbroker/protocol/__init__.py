@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from .dialog import DialogEngine
 from .errors import (
-    AuthenticationError,
     FramingError,
-    IntegrityError,
     LocalProtocolError,
     ProtocolError,
     RemoteProtocolError,
@@ -33,7 +31,6 @@ from .outbound import DialogConfig
 from .session import Phase, Session, SessionConfig, SessionStats
 
 __all__ = [
-    "AuthenticationError",
     "AuthenticationFailed",
     "ConnectionClosed",
     "DialogConfig",
@@ -42,7 +39,6 @@ __all__ = [
     "DialogKey",
     "Established",
     "FramingError",
-    "IntegrityError",
     "LocalProtocolError",
     "Message",
     "MessageAcked",

@@ -2,15 +2,14 @@
 
 A `LocalProtocolError` means this process misused the core (a bug in the caller); a
 `RemoteProtocolError` means the bytes that arrived break the protocol. Decoding arbitrary
-bytes only ever raises `RemoteProtocolError` or its subclasses.
+bytes only ever raises `RemoteProtocolError` or its subclasses. A failed integrity check or
+authentication is not an exception: it is counted, or reported as an event.
 """
 
 from __future__ import annotations
 
 __all__ = [
-    "AuthenticationError",
     "FramingError",
-    "IntegrityError",
     "LocalProtocolError",
     "ProtocolError",
     "RemoteProtocolError",
@@ -31,11 +30,3 @@ class RemoteProtocolError(ProtocolError):
 
 class FramingError(RemoteProtocolError):
     """The byte stream cannot be split into frames any more; the connection must close."""
-
-
-class IntegrityError(RemoteProtocolError):
-    """A frame's keyed integrity check failed: corrupted or forged, so it is dropped."""
-
-
-class AuthenticationError(RemoteProtocolError):
-    """The peer could not prove knowledge of the shared secret, or was not the expected one."""

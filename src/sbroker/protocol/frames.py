@@ -357,11 +357,6 @@ class _Reader:
     def opt_uuid(self) -> UUID | None:
         return UUID(bytes=self.take(16)) if self.flag() else None
 
-    def rest(self) -> bytes:
-        chunk = self.data[self.pos :]
-        self.pos = len(self.data)
-        return chunk
-
     def end(self) -> None:
         if self.pos != len(self.data):
             raise RemoteProtocolError("trailing bytes after frame body")
