@@ -102,11 +102,12 @@ def test_messages_cross_loopback_exactly_once_in_order_on_one_connection(
     for m in sent:
         assert hb.queue[m.key][m.seq] == m.body
     (row,) = a.connections()
-    assert row["state"] == "CONNECTED" and row["peer_instance"] == str(UUID(int=2))
-    assert row["frames_sent"] >= len(sent) // 10 and row["corrupt_frames"] == 0
-    assert row["encryption"] is None
+    assert row["state_desc"] == "CONNECTED" and row["peer_instance"] == str(UUID(int=2))
+    assert row["total_fragments_sent"] >= len(sent) and row["corrupt_fragments"] == 0
+    assert row["total_bytes_sent"] == b.connections()[0]["total_bytes_received"]
+    assert row["encryption_algorithm_desc"] is None and row["authentication_method"] == "SECRET"
     (brow,) = b.connections()
-    assert not brow["initiator"]
+    assert brow["is_accept"]
 
 
 def test_replies_reuse_the_connection_and_an_unknown_instance_is_learned(
@@ -147,7 +148,7 @@ def test_a_peer_with_the_wrong_secret_is_refused(transports: list[BrokerTranspor
     ha.wait(lambda: any("shared secret" in f for f in ha.failures))
     assert hb.delivered() == 0
     hb.wait(lambda: any("shared secret" in str(r["last_error"]) for r in b.connections()))
-    assert all(r["state"] == "CLOSED" for r in b.connections())
+    assert all(r["state_desc"] == "CLOSED" for r in b.connections())
 
 
 def test_an_unreachable_peer_is_reported(transports: list[BrokerTransport]) -> None:
@@ -171,10 +172,10 @@ def test_an_idle_connection_closes_and_reopens_on_demand(
     first, second = messages(1, 2)
     a.send(first, addr_b, UUID(int=2))
     ha.wait(lambda: len(ha.acks) == 1)
-    ha.wait(lambda: all(r["state"] == "CLOSED" for r in a.connections()))
+    ha.wait(lambda: all(r["state_desc"] == "CLOSED" for r in a.connections()))
     a.send(second, addr_b, UUID(int=2))
     hb.wait(lambda: hb.delivered() == 2)
-    states = [r["state"] for r in a.connections()]
+    states = [r["state_desc"] for r in a.connections()]
     assert states.count("CONNECTED") == 1 and "CLOSED" in states
 
 
@@ -245,7 +246,8 @@ def test_mutual_tls_carries_messages_encrypted(
     hb.wait(lambda: hb.delivered() == 60)
     ha.wait(lambda: len(ha.acks) == 60)
     (row,) = a.connections()
-    assert str(row["encryption"]).startswith("TLS")
+    assert str(row["encryption_algorithm_desc"]).startswith("TLS")
+    assert row["authentication_method"] == "CERTIFICATE"
     for m in messages(3, 1):
         a.forget(m.key)
         b.forget(m.key)

@@ -206,7 +206,7 @@ class Session:
             self.stats.corrupt_frames += 1
             return
         self.stats.frames_received += 1
-        self._last_received = now
+        self._last_received = self.stats.last_activity = now
         frame = decode_body(raw.ftype, raw.body)
         handler = _TABLE.get((self.initiator, self.phase, frame.TYPE))
         if handler is None:
@@ -350,7 +350,7 @@ class Session:
         else:
             out, self._outbox = self._outbox[:max_frames], self._outbox[max_frames:]
         if out:
-            self._last_sent = now
+            self._last_sent = self.stats.last_activity = now
             self.stats.frames_sent += len(out)
             self.stats.bytes_sent += sum(map(len, out))
         return out

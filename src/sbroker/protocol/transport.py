@@ -49,7 +49,10 @@ class _Conn:
         self.login_time: float | None = None
         self.wake = asyncio.Event()
         tls = writer.get_extra_info("ssl_object")
-        self.encryption = tls.version() if isinstance(tls, ssl.SSLObject) else None
+        self.encryption: str | None = None
+        if isinstance(tls, ssl.SSLObject):
+            cipher = tls.cipher()
+            self.encryption = f"{tls.version()} {cipher[0] if cipher else ''}".strip()
 
 
 class BrokerTransport:
@@ -174,6 +177,7 @@ class BrokerTransport:
     async def _shutdown(self) -> None:
         if self._server is not None:
             self._server.close()
+        writers = [conn.writer for conn in self._conns.values()]
         for conn in list(self._conns.values()):
             conn.session.close("shutting down", self._clock())
             self._flush(conn)
@@ -181,6 +185,12 @@ class BrokerTransport:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        for writer in writers:  # let the sockets really close before the loop stops
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(writer.wait_closed(), 1.0)
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 1.0)
 
     def _spawn(self, coro: object) -> None:
         assert asyncio.iscoroutine(coro)
@@ -263,6 +273,10 @@ class BrokerTransport:
         await self._run(_Conn(session, writer, address, self._wall()), reader)
 
     async def _accepted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:  # so that stop() cancels accepted connections too
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
         peer = writer.get_extra_info("peername") or ("?", 0)
         session = self._session(False, self._binding(writer))
         await self._run(_Conn(session, writer, (peer[0], peer[1]), self._wall()), reader)
@@ -423,25 +437,29 @@ class BrokerTransport:
             self._dial(address)
 
     def _row(self, conn: _Conn) -> dict[str, object]:
+        """One `dm_broker_connections` row, with SQL Server's column names where they exist."""
         s = conn.session
         st = s.stats
+        phase = s.phase
+        state = {Phase.CLOSED: "CLOSED", Phase.ESTABLISHED: "CONNECTED"}.get(phase, "CONNECTING")
+        auth = [m for m, on in (("CERTIFICATE", self._contexts), ("SECRET", self.config.secret))
+                if on]  # fmt: skip
+        idle_for = self._clock() - st.last_activity
         return {
             "connection_id": conn.id,
             "peer": f"{conn.address[0]}:{conn.address[1]}",
             "peer_instance": str(s.peer_instance) if s.peer_instance else None,
-            "initiator": s.initiator,
-            "state": "CLOSED"
-            if s.phase is Phase.CLOSED
-            else "CONNECTED"
-            if s.phase is Phase.ESTABLISHED
-            else "HANDSHAKE",
+            "is_accept": not s.initiator,
+            "state_desc": state,
             "connect_time": conn.connect_time,
             "login_time": conn.login_time,
-            "encryption": conn.encryption,
-            "frames_sent": st.frames_sent,
-            "frames_received": st.frames_received,
-            "bytes_sent": st.bytes_sent,
-            "bytes_received": st.bytes_received,
-            "corrupt_frames": st.corrupt_frames,
+            "last_activity_time": self._wall() - max(0.0, idle_for),
+            "authentication_method": ", ".join(auth),
+            "encryption_algorithm_desc": conn.encryption,
+            "total_fragments_sent": st.frames_sent,
+            "total_fragments_received": st.frames_received,
+            "total_bytes_sent": st.bytes_sent,
+            "total_bytes_received": st.bytes_received,
+            "corrupt_fragments": st.corrupt_frames,
             "last_error": st.last_error,
         }
