@@ -11,6 +11,7 @@ that it commits or rolls back together with the broker effects.
 from __future__ import annotations
 
 import itertools
+import json
 import sqlite3
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -44,10 +45,15 @@ MAX_LIFETIME = 2**31 - 1
 T = TypeVar("T")
 _owners = itertools.count(1)
 
-_CANDIDATES = (
-    "SELECT m.group_id, l.owner FROM sb_messages m"
-    " LEFT JOIN sb_group_locks l ON l.group_id = m.group_id"
-    " WHERE m.queue_id = ? AND m.status = 1 ORDER BY m.priority DESC, m.queuing_order"
+# The first ready row in RECEIVE order that is neither in a group another transaction holds
+# nor already received by this one; filtered in SQL, so rows of held groups (a backlog, or
+# this transaction's own earlier groups) cost no Python loop while the writer is held.
+_CANDIDATE = (
+    "SELECT m.group_id FROM sb_messages m WHERE m.queue_id = ? AND m.status = 1"
+    " AND m.group_id NOT IN (SELECT group_id FROM sb_group_locks WHERE queue_id = ?"
+    " AND owner != ?) AND m.queuing_order NOT IN (SELECT value FROM json_each(?))"
+    " AND m.group_id NOT IN (SELECT value FROM json_each(?))"
+    " ORDER BY m.priority DESC, m.queuing_order LIMIT 1"
 )
 _FETCH = (
     "SELECT status, priority, queuing_order, group_id, handle, msn, service, contract,"
@@ -149,12 +155,13 @@ class Transaction:
         except NotFoundError:
             return fn(self._cat(refresh=True))
 
-    def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Lock bookkeeping in a short, non-fsynced write (locks die with the process anyway),
-        group-committed with other threads; inside the held transaction if there is one."""
+    def _write(self, fn: Callable[[sqlite3.Connection], T], *, lazy: bool = True) -> T:
+        """Lock bookkeeping through the writer, never fsynced (locks die with the process
+        anyway); ``lazy``: ``fn`` only takes locks, which may stay in the writer's memory
+        until its next commit (see writer.py).  Inside the held transaction if there is one."""
         if self._held:
             return fn(self._c())
-        return self._broker.db.writer.run(fn, durable=False)
+        return self._broker.db.writer.run(fn, durable=False, lazy=lazy)
 
     def _endpoint(self, handle: object, *, fresh: bool = False) -> dialogs.Endpoint:
         """The endpoint as this transaction sees it.  ``fresh=False`` may use the broker's
@@ -479,43 +486,45 @@ class Transaction:
                 broker.hooks.waiting(q.queue_id, -1)
 
     def _next_group(self, conn: sqlite3.Connection, q: Queue) -> str | None:
-        skipped = False
-        seen: set[str] = set()
-        for group, owner in conn.execute(_CANDIDATES, (q.queue_id,)):
-            if group in seen:
-                continue
-            seen.add(group)
-            if owner is None:
-                return str(group)
-            if owner == self._owner and self._has_unreceived(conn, group):
-                return str(group)
-            skipped = skipped or owner != self._owner
-        if skipped:
-            self._broker.reap_dead_sessions(conn)
+        writer = self._broker.db.writer
+        others = [g for g, e in writer._lazy.items() if e[1] != self._owner]  # leader only
+        row = conn.execute(
+            _CANDIDATE, (q.queue_id, q.queue_id, self._owner, json.dumps(list(self._received)),
+                         json.dumps(others))
+        ).fetchone()
+        if row is not None:
+            return str(row[0])
+        if conn.execute(
+            "SELECT 1 FROM sb_group_locks WHERE queue_id = ? AND owner != ? LIMIT 1",
+            (q.queue_id, self._owner),
+        ).fetchone():
+            self._broker.reap_dead_sessions(conn)  # a dead process may hold them
         return None
-
-    def _has_unreceived(self, conn: sqlite3.Connection, group: str) -> bool:
-        rows = conn.execute(
-            "SELECT queuing_order FROM sb_messages WHERE group_id = ? AND status = 1", (group,)
-        )
-        return any(qo not in self._received for (qo,) in rows)
 
     def _lock(self, conn: sqlite3.Connection, q: Queue, group: str, *,
               known_free: bool = False) -> bool:
         """Take the group lock for this transaction; False if another transaction has it."""
         if group in self._locks:
             return True
+        writer = self._broker.db.writer
         if not known_free:
+            lazy_owner = writer.lazy_owner(group)
+            if lazy_owner is not None and lazy_owner != self._owner:
+                return False
             row = conn.execute(
                 "SELECT owner FROM sb_group_locks WHERE group_id = ?", (group,)
             ).fetchone()
             if row is not None and row[0] != self._owner:
                 return False
-        conn.execute(
-            "INSERT OR IGNORE INTO sb_group_locks(group_id, queue_id, owner, session_id,"
-            " acquired_at) VALUES (?, ?, ?, ?, ?)",
-            (group, q.queue_id, self._owner, self._broker.session_id, self._broker.clock.now()),
-        )
+        values = (group, q.queue_id, self._owner, self._broker.session_id,
+                  self._broker.clock.now())
+        if self._held:
+            conn.execute(
+                "INSERT OR IGNORE INTO sb_group_locks(group_id, queue_id, owner, session_id,"
+                " acquired_at) VALUES (?, ?, ?, ?, ?)", values,
+            )
+        else:
+            writer.lazy_lock(*values)
         self._locks[group] = q.queue_id
         return True
 
@@ -671,7 +680,9 @@ class Transaction:
                 [(qo, mid) for qo, (_, keep, mid) in self._received.items() if keep],
             )
         if self._locks:
-            conn.execute("DELETE FROM sb_group_locks WHERE owner = ?", (self._owner,))
+            still_lazy = self._broker.db.writer.lazy_release(self._owner)
+            if still_lazy < len(self._locks):  # some were written as rows meanwhile
+                conn.execute("DELETE FROM sb_group_locks WHERE owner = ?", (self._owner,))
         if self._received_queues:
             ids = sorted(self._received_queues)
             conn.execute(
@@ -735,10 +746,11 @@ class Transaction:
             disabled: list[int] = []
             if self._locks or self._received_queues:
                 def undo(c: sqlite3.Connection) -> list[int]:
+                    self._broker.db.writer.lazy_release(self._owner)
                     c.execute("DELETE FROM sb_group_locks WHERE owner = ?", (self._owner,))
                     return self._broker._count_rollbacks(c, self._received_queues)
 
-                disabled = self._write(undo)
+                disabled = self._write(undo, lazy=False)
         finally:
             released = set(self._locks.values())
             self._release()

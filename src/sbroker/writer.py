@@ -3,14 +3,23 @@
 The first thread to arrive becomes the leader, takes everything queued, and runs it in ONE
 SQLite transaction on a dedicated connection, each piece inside its own SAVEPOINT so that one
 failure rolls back only that piece.  Followers wait and get their result.  Under concurrency
-many broker commits share one SQLite commit (and one fsync with ``durability="full"``); alone,
-a commit costs two cheap SAVEPOINT statements more than before.
+many broker commits share one SQLite commit (and one fsync with ``durability="full"``).
+
+Lazy group locks: a RECEIVE's lock attempt runs as a *lazy* item.  A batch of only lazy items
+leaves the SQLite write transaction open instead of committing, and the conversation-group
+locks it took stay in memory (:meth:`lazy_lock`).  While the write transaction is open no other
+process can take a lock, and in this process every lock goes through the writer, so the memory
+table is the truth.  The locks are written as rows by the next batch that commits (they ride
+along for free) or, if nothing else commits, after ``LAZY_SECONDS``.  A RECEIVE followed at
+once by its COMMIT therefore costs one SQLite commit, not two.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
@@ -18,14 +27,21 @@ from .errors import TransactionStateError
 
 T = TypeVar("T")
 MAX_BATCH = 256
+LAZY_SECONDS = 0.004  # the longest an open lazy transaction holds the database write lock
+
+_INSERT_LOCK = (
+    "INSERT OR IGNORE INTO sb_group_locks(group_id, queue_id, owner, session_id, acquired_at)"
+    " VALUES (?, ?, ?, ?, ?)"
+)
 
 
 class _Item(Generic[T]):
-    __slots__ = ("durable", "error", "fn", "result", "state")
+    __slots__ = ("durable", "error", "fn", "lazy", "result", "state")
 
-    def __init__(self, fn: Callable[[sqlite3.Connection], T], durable: bool) -> None:
+    def __init__(self, fn: Callable[[sqlite3.Connection], T], durable: bool, lazy: bool) -> None:
         self.fn = fn
         self.durable = durable
+        self.lazy = lazy
         self.result: T | None = None
         self.error: BaseException | None = None
         self.state = 0  # 0 queued, 1 taken by a leader, 2 done
@@ -43,18 +59,63 @@ class Writer:
         self._queue: list[_Item[Any]] = []
         self._leading = False
         self._holder: int | None = None  # thread holding the writer for a transaction
+        self._open = False  # a lazy write transaction is open on self._conn
+        self._opened_at = 0.0
+        self._lazy: dict[str, tuple[int, str, int, float]] = {}  # group -> lock row values
+        self._closing = False
+        self._timer: threading.Thread | None = None
         self.batches = 0
         self.items = 0
 
+    # -- lazy locks (called by the leader, inside a running item) ------------------------
+    def lazy_lock(self, group: str, queue_id: int, owner: str, session: int, at: float) -> None:
+        self._lazy[group] = (queue_id, owner, session, at)
+
+    def lazy_owner(self, group: str) -> str | None:
+        entry = self._lazy.get(group)
+        return None if entry is None else entry[1]
+
+    def lazy_groups(self) -> list[str]:
+        """Groups locked in memory only (any thread may ask; a snapshot)."""
+        return list(self._lazy)
+
+    def lazy_release(self, owner: str) -> int:
+        """Forget ``owner``'s locks not written yet; how many there were."""
+        mine = [g for g, entry in self._lazy.items() if entry[1] == owner]
+        for group in mine:
+            del self._lazy[group]
+        return len(mine)
+
+    def _materialize(self, conn: sqlite3.Connection) -> None:
+        """Write the lazy locks as rows (cleared from memory only once COMMIT succeeded)."""
+        if self._lazy:
+            conn.executemany(_INSERT_LOCK, [
+                (g, q, owner, session, at) for g, (q, owner, session, at) in self._lazy.items()
+            ])
+
+    # -- connection ------------------------------------------------------------------------
     def _connection(self, durable: bool) -> sqlite3.Connection:
         conn = self._conn
         if conn is None:
             conn = self._conn = self._connect()
-        sync = self._sync if durable else "NORMAL"
-        if sync != self._current_sync:
-            conn.execute(f"PRAGMA synchronous = {sync}")
-            self._current_sync = sync
+        if not self._open:  # the safety level cannot change inside a transaction
+            sync = self._sync if durable else "NORMAL"
+            if sync != self._current_sync:
+                conn.execute(f"PRAGMA synchronous = {sync}")
+                self._current_sync = sync
         return conn
+
+    def _commit_open(self, conn: sqlite3.Connection) -> None:
+        """Commit the open lazy transaction (writing its locks), if there is one."""
+        if self._open:
+            try:
+                self._materialize(conn)
+                conn.execute("COMMIT")
+                self._lazy.clear()
+            finally:
+                self._open = False
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
 
     def acquire_exclusive(self) -> sqlite3.Connection:
         """Hold the writer's connection for one transaction (``execute`` write statements):
@@ -72,6 +133,8 @@ class Writer:
             self._leading = True
             self._holder = me
         try:
+            conn = self._connection(durable=True)
+            self._commit_open(conn)
             return self._connection(durable=True)
         except BaseException:
             self.release_exclusive()
@@ -83,9 +146,14 @@ class Writer:
             self._holder = None
             self._cond.notify_all()
 
-    def run(self, fn: Callable[[sqlite3.Connection], T], *, durable: bool = True) -> T:
-        """Run ``fn(conn)`` inside a write transaction; its result, or its exception."""
-        item: _Item[T] = _Item(fn, durable)
+    # -- batches -----------------------------------------------------------------------------
+    def run(self, fn: Callable[[sqlite3.Connection], T], *, durable: bool = True,
+            lazy: bool = False) -> T:
+        """Run ``fn(conn)`` inside a write transaction; its result, or its exception.
+
+        ``lazy``: ``fn`` changes nothing but lazy locks (and may leave the transaction open).
+        """
+        item: _Item[T] = _Item(fn, durable, lazy)
         with self._cond:
             if self._holder == threading.get_ident():
                 raise TransactionStateError(
@@ -117,13 +185,17 @@ class Writer:
         return item.result  # type: ignore[return-value]
 
     def _commit(self, batch: list[_Item[Any]]) -> None:
+        lazy = all(it.lazy for it in batch)
         try:
-            conn = self._connection(any(it.durable for it in batch))
-            conn.execute("BEGIN IMMEDIATE")
+            # A lazy transaction starts at the configured safety level: whatever joins it
+            # later may need that level, and the level cannot change inside a transaction.
+            conn = self._connection(lazy or any(it.durable for it in batch))
+            if not self._open:
+                conn.execute("BEGIN IMMEDIATE")
         except BaseException as exc:
             self._finish(batch, exc)
             return
-        alone = len(batch) == 1
+        alone = len(batch) == 1 and not self._open
         for it in batch:
             try:
                 if alone:
@@ -143,13 +215,24 @@ class Writer:
                     conn.execute("ROLLBACK")
                     self._finish(batch, None)
                     return
+        if lazy:
+            if not self._open:
+                self._open = True
+                self._opened_at = time.monotonic()
+                self._ensure_timer()
+            self._finish(batch, None)
+            return
         try:
+            self._materialize(conn)
             conn.execute("COMMIT")
+            self._lazy.clear()
         except BaseException as exc:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
+            self._open = False
             self._finish(batch, exc)
             return
+        self._open = False
         self.batches += 1
         self.items += len(batch)
         self._finish(batch, None)
@@ -161,12 +244,60 @@ class Writer:
                     it.error = error
                 it.state = 2
 
+    # -- the timer that closes a lazy transaction nobody else closed ------------------------
+    def _ensure_timer(self) -> None:
+        with self._cond:
+            if self._timer is None:
+                self._timer = threading.Thread(target=self._close_lazily,
+                                               name="sbroker-writer", daemon=True)
+                self._timer.start()
+
+    def _close_lazily(self) -> None:
+        """Commit a lazy transaction that stayed open LAZY_SECONDS; idle a while, then exit."""
+        while True:
+            with self._cond:
+                if self._closing:
+                    self._timer = None
+                    return
+                if not self._open:
+                    if not self._cond.wait(1.0) and not self._open:
+                        self._timer = None
+                        return
+                    continue
+                if self._leading:
+                    self._cond.wait()
+                    continue
+                remaining = self._opened_at + LAZY_SECONDS - time.monotonic()
+                if remaining > 0:
+                    self._cond.wait(remaining)
+                    continue
+                self._leading = True
+            try:
+                conn = self._conn
+                if conn is not None:
+                    self._commit_open(conn)
+            except sqlite3.Error:
+                pass  # the next batch begins afresh; the locks stay in memory meanwhile
+            finally:
+                with self._cond:
+                    self._leading = False
+                    self._cond.notify_all()
+
     def close(self) -> None:
         with self._cond:
+            self._closing = True
+            self._cond.notify_all()
             # Never close the connection under a batch or a transaction of another thread;
             # this thread's own held transaction cannot be running a statement now.
             while self._leading and self._holder != threading.get_ident():
                 self._cond.wait()
             conn, self._conn = self._conn, None
+            if conn is not None and self._open:
+                # Only lock bookkeeping is open: the transactions that took those locks end
+                # with the broker, so the locks are dropped rather than written.
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                self._open = False
+                self._lazy.clear()
         if conn is not None:
             conn.close()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import itertools
+import json
 import logging
 import sqlite3
 import threading
@@ -39,7 +40,8 @@ STOP_TIMEOUT = 10.0  # how long broker.stop() waits for activated procedures to 
 _LOOK = (  # (any ready message, any ready message in a group no transaction holds)
     "SELECT EXISTS (SELECT 1 FROM sb_messages WHERE queue_id = ?1 AND status = 1),"
     " EXISTS (SELECT 1 FROM sb_messages m WHERE m.queue_id = ?1 AND m.status = 1"
-    " AND NOT EXISTS (SELECT 1 FROM sb_group_locks l WHERE l.group_id = m.group_id))"
+    " AND NOT EXISTS (SELECT 1 FROM sb_group_locks l WHERE l.group_id = m.group_id)"
+    " AND m.group_id NOT IN (SELECT value FROM json_each(?2)))"  # locks not written yet
 )
 
 
@@ -234,8 +236,9 @@ class ActivationService(ClockLoop):
         return next_due
 
     def _look(self, queue_id: int) -> tuple[bool, bool]:
+        lazy = json.dumps(self.broker.db.writer.lazy_groups())
         with self.broker.db.connection() as conn:
-            ready, available = conn.execute(_LOOK, (queue_id,)).fetchone()
+            ready, available = conn.execute(_LOOK, (queue_id, lazy)).fetchone()
         return bool(ready), bool(available)
 
     def _notify(self, q: Queue, mon: Monitor) -> None:
