@@ -6,7 +6,7 @@ events out (h11 style).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeAlias
 from uuid import UUID
 
@@ -45,6 +45,7 @@ class Message:
     origin_instance: UUID | None = None
     target_instance: UUID | None = None
     expires_at: float | None = None
+    _key: DialogKey = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.body, bytes):
@@ -57,10 +58,12 @@ class Message:
             raise LocalProtocolError("from_initiator must be a bool")
         # names, priority and instances are checked where the header is built (once per
         # transmission); a received message was checked when its header was decoded.
+        object.__setattr__(self, "_key", DialogKey(self.conversation_id, self.from_initiator))
 
     @property
     def key(self) -> DialogKey:
-        return DialogKey(self.conversation_id, self.from_initiator)
+        """The dialog direction this message belongs to."""
+        return self._key
 
     def header(self) -> MessageHeader:
         return MessageHeader(

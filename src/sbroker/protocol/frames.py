@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 import math
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar, TypeAlias
 from uuid import UUID
 
@@ -88,10 +88,16 @@ class DialogKey:
 
     conversation_id: UUID
     from_initiator: bool
+    _hash: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _check(isinstance(self.conversation_id, UUID), "conversation_id must be a UUID")
         _check(isinstance(self.from_initiator, bool), "from_initiator must be a bool")
+        # keys are hashed on every dict access of the hot path: compute it once
+        object.__setattr__(self, "_hash", hash((self.conversation_id.int, self.from_initiator)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
 
 @dataclass(frozen=True, slots=True)
