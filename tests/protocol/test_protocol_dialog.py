@@ -286,3 +286,14 @@ def test_a_sender_restarted_with_another_fragment_size_still_gets_through() -> N
     after.send_message(msg(0, b"abcdefgh"))
     deliver(frames(after), b)
     assert [m.body for m in received(b)] == [b"abcdefgh"]
+
+
+def test_an_ack_beyond_the_send_window_skips_messages_the_peer_already_holds() -> None:
+    """After a restart the receiver may already hold more than the sender's window."""
+    a, b = engine(DialogConfig(send_window=2)), engine(DialogConfig(ack_delay=0), {KEY: 4})
+    for s in range(6):
+        a.send_message(msg(s))
+    deliver(frames(a), b)  # 0 and 1: duplicates, acknowledged up to 4
+    deliver(frames(b), a)
+    assert [ev.seq for ev in a.events() if isinstance(ev, MessageAcked)] == [0, 1, 2, 3]
+    assert [f.seq for f in frames(a) if isinstance(f, Fragment)] == [4, 5]

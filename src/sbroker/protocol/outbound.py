@@ -130,7 +130,7 @@ class Outbound:
         while d.msgs and d.msgs[0].message.seq < entry.next_seq:
             m = d.msgs.popleft()
             del d.by_seq[m.message.seq]
-            d.released -= 1
+            d.released = max(0, d.released - 1)  # an ack may cover unsent messages
             m.gen += 1
             self.unacked -= 1
             acked.append(MessageAcked(entry.key, m.message.seq))
