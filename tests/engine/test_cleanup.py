@@ -48,7 +48,7 @@ def test_the_initiator_ending_first_also_cleans_up_both_sides(pair: Broker) -> N
 
 
 def test_nothing_accumulates_over_two_thousand_conversations(pair: Broker) -> None:
-    rounds, per_round = 10, 200
+    rounds, per_round = 20, 100
     for _ in range(rounds):
         with pair.transaction() as tx:
             for i in range(per_round):
