@@ -60,6 +60,10 @@ class Broker:
         self._procedures: dict[str, Any] = {}
         self._activation = ActivationService(self)  # installs its hooks and dm_ views
         self._services.append(self._activation)
+        from .network.service import NetworkService  # listener + transmitter (SPEC §7)
+
+        self.network = NetworkService(self)
+        self._services.append(self.network)
         with db.connection() as conn:
             self.broker_instance = self._catalog_for(conn).broker_instance
             self.reap_dead_sessions(conn, force=True)
@@ -252,6 +256,16 @@ class Broker:
 
     def drop_route(self, name: str) -> None:
         self._ddl(cat_mod.drop_route, name)
+
+    def create_endpoint(self, host: str = "127.0.0.1", port: int = 4022, **options: Any) -> None:
+        """The broker endpoint (SPEC §7); see :func:`sbroker.network.config.create_endpoint`."""
+        self.network.create_endpoint(host, port, **options)
+
+    def alter_endpoint(self, **options: Any) -> None:
+        self.network.alter_endpoint(**options)
+
+    def drop_endpoint(self) -> None:
+        self.network.drop_endpoint()
 
     def create_broker_priority(self, name: str, *, contract: str = ANY,
                                local_service: str = ANY, remote_service: str = ANY,

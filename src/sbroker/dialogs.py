@@ -384,7 +384,14 @@ def close(ctx: Context, ep: Endpoint) -> None:
     local_peer = load_peer(ctx.conn, ep)
     remote = local_peer is None and ep.far_broker_instance not in (
         None, ctx.catalog.broker_instance)
-    if remote and not ep.is_initiator:
+    keep = remote and not ep.is_initiator
+    if not keep and local_peer is None and ep.is_initiator and not _is_local(ctx, ep):
+        # A remote initiator waits until its last message (EndDialog) is acknowledged; the
+        # network layer deletes it then, delete_after bounds the wait.
+        keep = ctx.conn.execute(
+            "SELECT 1 FROM sb_transmission_queue WHERE handle = ? LIMIT 1", (ep.handle,)
+        ).fetchone() is not None
+    if keep:
         # Keep the closed target for the anti-replay window, without its messages.
         _delete_messages(ctx, ep)
         ctx.conn.execute(
@@ -404,6 +411,7 @@ def end(ctx: Context, ep: Endpoint, error: int | None, description: str | None,
     if cleanup:
         delete_endpoint(ctx, ep)
         return
+    prior = ep.state
     state, effects = transition(ep.state, Event.END if error is None else Event.END_WITH_ERROR)
     ep.state = state.value
     _save_state(ctx, ep)
@@ -412,8 +420,38 @@ def end(ctx: Context, ep: Endpoint, error: int | None, description: str | None,
     if Effect.SEND_END_DIALOG in effects:
         transmit(ctx, ep, m.END_DIALOG, b"")
     if Effect.SEND_ERROR in effects:
-        ctx.conn.execute("DELETE FROM sb_transmission_queue WHERE handle = ?", (ep.handle,))
+        drop_pending(ctx, ep)
         transmit(ctx, ep, m.ERROR, m.error_body(int(error or 0), description or ""))
+    if Effect.CLOSE in effects and prior in ("DI", "ER") and not _is_local(ctx, ep):
+        transmit(ctx, ep, m.END_DIALOG, b"")  # a remote peer waits in DO for our end
+    if Effect.CLOSE in effects:
+        close(ctx, ep)
+
+
+def drop_pending(ctx: Context, ep: Endpoint) -> None:
+    """Drop ``ep``'s unsent messages; toward a remote peer they become empty placeholders
+    (:data:`messages.DROPPED`) so that the sequence numbers the peer expects have no gap."""
+    if _is_local(ctx, ep):
+        ctx.conn.execute("DELETE FROM sb_transmission_queue WHERE handle = ?", (ep.handle,))
+    else:
+        ctx.conn.execute(
+            "UPDATE sb_transmission_queue SET message_type = ?, body = x'',"
+            " is_end_of_conversation = 0 WHERE handle = ?", (m.DROPPED, ep.handle),
+        )
+
+
+def apply_incoming(
+    ctx: Context, ep: Endpoint, msn: int, mtype: str, body: bytes, message_id: str
+) -> None:
+    """A message from a remote peer, in order, for local endpoint ``ep`` (already checked):
+    the state transition, receive_seq (always written), the queue row, the close."""
+    event = {m.END_DIALOG: Event.PEER_END, m.ERROR: Event.PEER_ERROR}.get(mtype, Event.MESSAGE_IN)
+    state, effects = transition(ep.state, event)
+    ep.state = state.value
+    ep.receive_seq = max(ep.receive_seq, msn + 1)
+    _save_state(ctx, ep)
+    if Effect.ENQUEUE in effects:
+        _enqueue(ctx, ep, msn, mtype, body, message_id)
     if Effect.CLOSE in effects:
         close(ctx, ep)
 
@@ -442,7 +480,7 @@ def fire_due(ctx: Context) -> float | None:
             "UPDATE sb_endpoints SET lifetime_expires = ? WHERE handle = ?", (NEVER, ep.handle)
         )
         if Effect.ENQUEUE_LIFETIME_ERROR in effects:
-            conn.execute("DELETE FROM sb_transmission_queue WHERE handle = ?", (ep.handle,))
+            drop_pending(ctx, current)
             _enqueue(ctx, current, _next_inbound(ctx, current), m.ERROR, m.error_body(
                 m.LIFETIME_EXPIRED, "The conversation lifetime has expired."), m.new_id())
         if Effect.CLOSE in effects:

@@ -15,6 +15,9 @@ DIALOG_TIMER = "http://schemas.microsoft.com/SQL/ServiceBroker/DialogTimer"
 EVENT_NOTIFICATION = "http://schemas.microsoft.com/SQL/Notifications/EventNotification"
 POST_EVENT_NOTIFICATION = "http://schemas.microsoft.com/SQL/Notifications/PostEventNotification"
 DEFAULT = "DEFAULT"
+#: What an unsent message toward a remote peer becomes when its conversation errors: the
+#: receiver only advances its sequence number (never queued, never shown).
+DROPPED = "urn:sbroker:network:dropped"
 
 #: Message types every contract allows, in either direction.
 SYSTEM_MESSAGE_TYPES = frozenset({END_DIALOG, ERROR, DIALOG_TIMER})

@@ -1,0 +1,175 @@
+"""The network service of a started broker: the endpoint listener (protocol transport plus
+the receiver) and the transmitter, running when an endpoint is configured."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import tempfile
+import threading
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from ..protocol import DialogConfig, DialogKey, Message, MessageAcked
+from ..protocol.transport import BrokerTransport, TransportConfig
+from . import config as cfg_mod
+from .receiver import Receiver
+from .routing import Address
+from .transmitter import Transmitter
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+log = logging.getLogger("sbroker.network")
+
+
+class _Handler:
+    """The transport's view of the engine (called on the transport's loop thread)."""
+
+    def __init__(self, receiver: Receiver, transmitter: Transmitter) -> None:
+        self.receiver = receiver
+        self.transmitter = transmitter
+
+    def deliver(self, peer: UUID, messages: list[Message]) -> None:
+        try:
+            self.receiver.deliver(peer, messages)
+        except Exception as exc:
+            log.warning("could not apply %d message(s) from %s now: %s", len(messages), peer, exc)
+            raise
+
+    def acked(self, peer: UUID, acks: list[MessageAcked]) -> None:
+        self.transmitter.acked(acks)
+
+    def receive_state(self, key: DialogKey) -> int:
+        return self.receiver.receive_state(key)
+
+    def connection_failed(self, address: Address, reason: str) -> None:
+        self.transmitter.failed(address, reason)
+
+
+class NetworkService:
+    """Owns the endpoint DDL and, while the broker runs, the listener and transmitter."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.transport: BrokerTransport | None = None
+        self.transmitter: Transmitter | None = None
+        self.receiver: Receiver | None = None
+        self.address: Address | None = None
+        self._lock = threading.RLock()
+        self._tls_dir: tempfile.TemporaryDirectory[str] | None = None
+        broker.register_view("dm_broker_connections", self.connections)
+
+    # -- DDL ------------------------------------------------------------------------------
+    def create_endpoint(self, host: str, port: int, **options: Any) -> None:
+        with self.broker.db.connection() as conn:
+            cfg_mod.create(conn, host, port, options)
+        self._restart()
+
+    def alter_endpoint(self, **options: Any) -> None:
+        with self.broker.db.connection() as conn:
+            cfg_mod.alter(conn, options)
+        self._restart()
+
+    def drop_endpoint(self) -> None:
+        with self.broker.db.connection() as conn:
+            cfg_mod.drop(conn)
+        self._restart()
+
+    def endpoint(self) -> cfg_mod.EndpointConfig | None:
+        with self.broker.db.connection() as conn:
+            return cfg_mod.load(conn)
+
+    def _restart(self) -> None:
+        if self.broker.started:
+            self.stop()
+            self.start()
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def start(self) -> None:
+        """Run the listener and the transmitter if an endpoint is configured."""
+        with self._lock:
+            if self.transport is not None:
+                return
+            cfg = self.endpoint()
+            if cfg is None:
+                return
+            cfg.check_startable()
+            with self.broker.db.connection() as conn:
+                cfg_mod.ensure_schema(conn)
+            self._start(cfg)
+
+    def _start(self, cfg: cfg_mod.EndpointConfig) -> None:
+        b = self.broker
+        honor = b.catalog.honor_broker_priority
+        retry = cfg.tunable("retry_initial", 2.0)
+        dialog = DialogConfig(
+            fragment_size=int(cfg.tunable("fragment_size", 32 * 1024)),
+            retry_initial_min=retry, retry_initial_max=retry * 1.5,
+            retry_max=max(cfg.tunable("retry_max", 60.0), retry * 1.5),
+            honor_priority=honor,
+        )
+        certificate, private_key, ca = cfg.certificate, cfg.private_key, cfg.ca
+        encryption = cfg.encryption
+        if certificate is None and encryption == "required" and cfg.secret is not None:
+            try:
+                from .tls import derived_certificates
+            except ImportError:  # no 'cryptography': authenticated and checked, not encrypted
+                log.warning("encryption='required' with a shared secret needs the"
+                            " 'cryptography' package: connections run without TLS")
+                encryption = "supported"
+            else:
+                self._tls_dir = tempfile.TemporaryDirectory(prefix="sbroker-tls-")
+                certificate, private_key, ca = derived_certificates(
+                    cfg.secret.encode("utf-8", "surrogateescape"), b.broker_instance,
+                    self._tls_dir.name)
+        tcfg = TransportConfig(
+            UUID(b.broker_instance), host=cfg.host, port=cfg.port,
+            secret=None if cfg.secret is None else cfg.secret.encode("utf-8", "surrogateescape"),
+            certificate=certificate, private_key=private_key, ca=ca,
+            encryption=encryption,  # type: ignore[arg-type]
+            dialog=dialog, idle_timeout=cfg.tunable("idle_timeout", 90.0),
+        )
+        transmitter = Transmitter(
+            b, self._send, starvation=cfg.tunable("starvation_seconds", 10.0),
+            max_in_flight=int(cfg.tunable("max_in_flight", 20_000)),
+            honor=lambda: honor, neighbors=lambda: receiver.neighbors,
+        )
+        receiver = Receiver(b, forwarding=cfg.message_forwarding,
+                            forward_bytes=cfg.message_forward_size * 1024 * 1024,
+                            on_outbox=transmitter.wake)
+        transport = BrokerTransport(tcfg, _Handler(receiver, transmitter),
+                                    rng=random.SystemRandom())
+        self.address = transport.start()
+        self.transport, self.transmitter, self.receiver = transport, transmitter, receiver
+        with b.db.connection() as conn:
+            cfg_mod.set_listening_port(conn, self.address[1])
+        transmitter.start()
+
+    def _send(self, message: Message, address: Address, peer: UUID | None) -> None:
+        transport = self.transport
+        if transport is not None:
+            transport.send(message, address, peer)
+
+    def stop(self) -> None:
+        with self._lock:
+            transmitter, transport = self.transmitter, self.transport
+            self.transmitter = self.transport = self.receiver = None
+            if transmitter is not None:
+                transmitter.stop()
+            if transport is not None:
+                with contextlib.suppress(Exception):
+                    transport.stop()
+                with contextlib.suppress(Exception), self.broker.db.connection() as conn:
+                    cfg_mod.set_listening_port(conn, None)
+            self.address = None
+            if self._tls_dir is not None:
+                self._tls_dir.cleanup()
+                self._tls_dir = None
+
+    # -- the view -------------------------------------------------------------------------
+    def connections(self) -> list[dict[str, object]]:
+        """Rows of dm_broker_connections (empty when the endpoint does not run)."""
+        transport = self.transport
+        return [] if transport is None else transport.connections()

@@ -1,0 +1,319 @@
+"""The transmitter: hands rows of the transmission queue (and of the forwarding outbox) that a
+route sends elsewhere to the protocol core, and deletes them when the peer acknowledges.
+
+Order: with ``honor_broker_priority`` by priority, except that a message that has waited
+longer than ``starvation_seconds`` goes first; otherwise in send order. A row with no route
+waits with its ``transmission_status`` saying so, and goes as soon as a route appears (the
+catalog version is watched). Connection failures are written into ``transmission_status``.
+The core keeps what it was given until acknowledged (across reconnections); the durable
+queue is the truth after a restart, when every row is handed over again.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+from uuid import UUID
+
+from ..dialogs import NEVER
+from ..protocol import DialogKey, Message, MessageAcked
+from .routing import Address, resolve
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+log = logging.getLogger("sbroker.network")
+FULL_SCAN_SECONDS = 1.0  # look at every waiting row this often (routes, lifetimes, reuse)
+POLL_SECONDS = 0.01  # how often to look for commits by other connections or processes
+CLEANUP_SECONDS = 30.0
+
+_TQ = (
+    "SELECT t.tq_id, t.conversation_id, t.is_initiator, t.msn, t.from_service, t.to_service,"
+    " t.to_broker_instance, t.contract, t.message_type, t.priority, t.enqueued_at,"
+    " t.transmission_status, e.lifetime_expires, e.far_broker_instance"
+    " FROM sb_transmission_queue t JOIN sb_endpoints e ON e.handle = t.handle"
+)
+_OUTBOX = (
+    "SELECT id, conversation_id, from_initiator, msn, from_service, to_service,"
+    " target_instance, contract, message_type, priority, enqueued_at, transmission_status,"
+    " expires_at, origin_instance FROM sb_net_outbox"
+)
+
+
+@dataclass
+class _Row:
+    kind: str  # "tq" or "out"
+    rid: int
+    conv: str
+    from_initiator: bool
+    msn: int
+    from_service: str
+    to_service: str
+    to_instance: str | None
+    contract: str
+    mtype: str
+    priority: int
+    enqueued_at: float
+    status: str
+    expires: float | None
+    origin: str | None
+
+
+Send = Callable[[Message, Address, "UUID | None"], None]
+
+
+class Transmitter:
+    """A thread that feeds the protocol core from the durable queues."""
+
+    def __init__(self, broker: Broker, send: Send, *, starvation: float, max_in_flight: int,
+                 honor: Callable[[], bool],
+                 neighbors: Callable[[], set[UUID]] = set) -> None:
+        self.broker = broker
+        self._send = send
+        self.starvation = starvation
+        self.max_in_flight = max_in_flight
+        self._honor = honor
+        self._neighbors = neighbors
+        self._cond = threading.Condition()
+        self._acks: list[MessageAcked] = []
+        self._failures: dict[Address, str] = {}
+        self._wake = True
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        # (kind, rid) -> (key, seq, address); (key, seq) -> (kind, rid)
+        self._flight: dict[tuple[str, int], tuple[DialogKey, int, Address]] = {}
+        self._by_key: dict[tuple[DialogKey, int], tuple[str, int]] = {}
+        self._status: dict[tuple[str, int], str] = {}
+        self.sent = 0
+        self.acknowledged = 0
+
+    # -- called by the transport (loop thread) and the receiver ---------------------------
+    def acked(self, acks: list[MessageAcked]) -> None:
+        with self._cond:
+            self._acks.extend(acks)
+            self._cond.notify_all()
+
+    def failed(self, address: Address, reason: str) -> None:
+        with self._cond:
+            self._failures[address] = reason
+            self._cond.notify_all()
+
+    def wake(self) -> None:
+        with self._cond:
+            self._wake = True
+            self._cond.notify_all()
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def start(self) -> None:
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="sbroker-transmitter",
+                                        daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def _run(self) -> None:
+        conn = self.broker.db._connect()
+        last_version = -1
+        last_full = 0.0
+        last_cleanup = time.monotonic()
+        watermark = 0
+        catalog_version = ""
+        try:
+            while True:
+                with self._cond:
+                    if not (self._acks or self._failures or self._wake or self._stopping):
+                        self._cond.wait(POLL_SECONDS)
+                    if self._stopping:
+                        return
+                    acks, self._acks = self._acks, []
+                    failures, self._failures = self._failures, {}
+                    woken, self._wake = self._wake, False
+                try:
+                    if acks:
+                        self._delete_acked(acks)
+                    if failures:
+                        self._record_failures(failures)
+                    version = conn.execute("PRAGMA data_version").fetchone()[0]
+                    now = time.monotonic()
+                    cat = self.broker._catalog_for(conn, max_age=0.05)
+                    full = now - last_full >= FULL_SCAN_SECONDS or cat.version != catalog_version
+                    if full or woken or version != last_version:
+                        last_version = version
+                        if full:
+                            last_full, catalog_version = now, cat.version
+                        watermark = self._scan(conn, 0 if full else watermark)
+                    if now - last_cleanup >= CLEANUP_SECONDS:
+                        last_cleanup = now
+                        self._cleanup()
+                except Exception:  # a failing pass must not kill the transmitter
+                    log.exception("transmitter pass failed")
+                    with self._cond:
+                        self._cond.wait(0.5)
+        finally:
+            conn.close()
+
+    # -- handing rows to the core -----------------------------------------------------------
+    def _scan(self, conn: sqlite3.Connection, watermark: int) -> int:
+        """Hand new rows over; returns the highest transmission-queue id seen."""
+        room = self.max_in_flight - len(self._flight)
+        b = self.broker
+        cat = b._catalog_for(conn, max_age=0.05)
+        now = b.clock.now()
+        conn.execute("BEGIN")
+        try:
+            rows = [_Row("tq", *r) for r in conn.execute(f"{_TQ} WHERE t.tq_id > ?", (watermark,))]
+            rows += [_Row("out", *r) for r in conn.execute(_OUTBOX)]
+            top = max([watermark, *(r.rid for r in rows if r.kind == "tq")])
+            rows = [r for r in rows if (r.kind, r.rid) not in self._flight]
+            if self._honor():
+                limit = now - self.starvation
+                rows.sort(key=lambda r: (r.enqueued_at > limit, -r.priority, r.kind, r.rid))
+            else:
+                rows.sort(key=lambda r: (r.enqueued_at, r.kind, r.rid))
+            chosen: list[tuple[_Row, Address, str | None]] = []
+            statuses: list[tuple[str, int, str]] = []
+            skipped = top + 1  # rows left for lack of room are looked at again next time
+            me = cat.broker_instance
+            for r in rows:
+                to_instance = r.to_instance
+                if r.kind == "tq" and to_instance is None and r.origin not in (None, me):
+                    to_instance = r.origin  # the far instance became known after the send
+                res = resolve(cat.routes, me=me, local_services=cat.services,
+                              to_service=r.to_service, to_instance=to_instance, now=now)
+                if res.kind == "local":
+                    continue  # the engine's own (disabled queue, waiting redelivery)
+                if res.kind == "none" or res.address is None:
+                    if r.status != res.status:
+                        statuses.append((r.kind, r.rid, res.status))
+                    continue
+                if len(chosen) < room:
+                    chosen.append((r, res.address, res.target_instance))
+                elif r.kind == "tq":
+                    skipped = min(skipped, r.rid)
+            bodies = self._bodies(conn, chosen)
+            top = min(top, skipped - 1)
+        finally:
+            conn.execute("COMMIT")
+        if statuses:
+            self._write_statuses(statuses)
+        honor = self._honor()
+        neighbors = self._neighbors()
+        for r, address, target in chosen:
+            msg = Message(
+                UUID(r.conv), bool(r.from_initiator), r.msn, r.mtype, bodies[(r.kind, r.rid)],
+                r.from_service, r.to_service, r.contract,
+                priority=r.priority if honor and 1 <= r.priority <= 10 else 5,
+                origin_instance=UUID(me if r.kind == "tq" else (r.origin or me)),
+                target_instance=UUID(target) if target else None,
+                expires_at=None if r.expires is None or r.expires >= NEVER else r.expires,
+            )
+            self._flight[(r.kind, r.rid)] = (msg.key, msg.seq, address)
+            self._by_key[(msg.key, msg.seq)] = (r.kind, r.rid)
+            # A reply to an instance that talks to us directly reuses its connection.
+            target_id = msg.target_instance
+            self._send(msg, address, target_id if target_id in neighbors else None)
+            self.sent += 1
+        return top
+
+    @staticmethod
+    def _bodies(
+        conn: sqlite3.Connection, chosen: list[tuple[_Row, Address, str | None]]
+    ) -> dict[tuple[str, int], bytes]:
+        out: dict[tuple[str, int], bytes] = {}
+        for kind, table, col in (("tq", "sb_transmission_queue", "tq_id"),
+                                 ("out", "sb_net_outbox", "id")):
+            ids = [r.rid for r, _, _ in chosen if r.kind == kind]
+            for i in range(0, len(ids), 500):
+                part = ids[i : i + 500]
+                marks = ",".join("?" * len(part))
+                for rid, body in conn.execute(
+                    f"SELECT {col}, body FROM {table} WHERE {col} IN ({marks})", part
+                ):
+                    out[(kind, rid)] = bytes(body)
+        return out
+
+    # -- acknowledgements and failures --------------------------------------------------------
+    def _delete_acked(self, acks: list[MessageAcked]) -> None:
+        tq: list[tuple[int]] = []
+        out: list[tuple[int]] = []
+        for a in acks:
+            ref = self._by_key.pop((a.key, a.seq), None)
+            if ref is None:
+                continue
+            self._flight.pop(ref, None)
+            self._status.pop(ref, None)
+            (tq if ref[0] == "tq" else out).append((ref[1],))
+        if not tq and not out:
+            return
+
+        def delete(conn: sqlite3.Connection) -> None:
+            handles = set()
+            for (rid,) in tq:
+                row = conn.execute(
+                    "DELETE FROM sb_transmission_queue WHERE tq_id = ? RETURNING handle", (rid,)
+                ).fetchone()
+                if row is not None:
+                    handles.add(row[0])
+            conn.executemany("DELETE FROM sb_net_outbox WHERE id = ?", out)
+            # A closed initiator waited for its last message to be acknowledged.
+            conn.executemany(
+                "DELETE FROM sb_endpoints WHERE handle = ? AND state = 'CD' AND is_initiator = 1"
+                " AND NOT EXISTS (SELECT 1 FROM sb_transmission_queue WHERE handle = ?)",
+                [(h, h) for h in handles],
+            )
+
+        self.broker.db.writer.run(delete, durable=False)
+        self.acknowledged += len(tq) + len(out)
+
+    def _record_failures(self, failures: dict[Address, str]) -> None:
+        statuses = [
+            (ref[0], ref[1], failures[addr])
+            for ref, (_, _, addr) in self._flight.items()
+            if addr in failures and self._status.get(ref) != failures[addr]
+        ]
+        self._write_statuses(statuses)
+
+    def _write_statuses(self, statuses: list[tuple[str, int, str]]) -> None:
+        if not statuses:
+            return
+
+        def update(conn: sqlite3.Connection) -> None:
+            for kind, rid, text in statuses:
+                if kind == "tq":
+                    conn.execute("UPDATE sb_transmission_queue SET transmission_status = ?"
+                                 " WHERE tq_id = ?", (text, rid))
+                else:
+                    conn.execute("UPDATE sb_net_outbox SET transmission_status = ?"
+                                 " WHERE id = ?", (text, rid))
+
+        self.broker.db.writer.run(update, durable=False)
+        for kind, rid, text in statuses:
+            if (kind, rid) in self._flight:
+                self._status[(kind, rid)] = text
+
+    def _cleanup(self) -> None:
+        """Drop rows whose endpoint is gone and expired refusal/forwarding state."""
+        now = self.broker.clock.now()
+
+        def clean(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "DELETE FROM sb_transmission_queue WHERE NOT EXISTS (SELECT 1 FROM sb_endpoints"
+                " e WHERE e.handle = sb_transmission_queue.handle)")
+            conn.execute("DELETE FROM sb_net_inbound WHERE delete_after <= ?", (now,))
+
+        self.broker.db.writer.run(clean, durable=False)
+
+    def in_flight(self) -> int:
+        return len(self._flight)

@@ -1,0 +1,263 @@
+"""Two (or three) brokers in one process over real loopback TCP (port 0): conversations,
+the close handshake, broker errors across instances, routes, forwarding and security."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import sbroker
+from sbroker import messages as m
+
+from .helpers import SECRET, endpoints, node, port, receive, route, tq, wait_for
+from .proxy import FaultProxy, Faults
+
+
+@pytest.fixture
+def nodes() -> Iterator[list[sbroker.Broker]]:
+    opened: list[sbroker.Broker] = []
+    yield opened
+    for b in opened:
+        b.close()
+
+
+def _pair(tmp_path: Path, nodes: list[sbroker.Broker], **kw: object) -> tuple[
+        sbroker.Broker, sbroker.Broker]:
+    a = node(tmp_path, "a", services={"SvcA": []}, **kw)
+    b = node(tmp_path, "b", services={"SvcB": ["DEFAULT"]}, **kw)
+    nodes += [a, b]
+    route(a, "SvcB", b)
+    route(b, "SvcA", a)
+    return a, b
+
+
+def _begin(a: sbroker.Broker, *bodies: str, to: str = "SvcB", **kw: object) -> str:
+    with a.transaction() as tx:
+        h = tx.begin_dialog("SvcA", to, **kw)  # type: ignore[arg-type]
+        for body in bodies:
+            tx.send(h, body=body)
+    return h
+
+
+def test_dialog_both_ways_and_close_handshake(tmp_path: Path,
+                                              nodes: list[sbroker.Broker]) -> None:
+    a, b = _pair(tmp_path, nodes)
+    h = _begin(a, *(f"m{i}" for i in range(20)))
+    got = receive(b, 20)
+    assert [x.text() for x in got] == [f"m{i}" for i in range(20)]
+    assert [x.message_sequence_number for x in got] == list(range(20))
+    target = got[0].conversation_handle
+    (ep,) = endpoints(b)
+    assert ep["state"] == "CO" and ep["far_broker_instance"] == a.broker_instance
+    with b.transaction() as tx:
+        tx.send(target, body="reply")
+        tx.end_conversation(target)
+    back = receive(a, 2)
+    assert [(x.message_type_name, x.message_body) for x in back] == [
+        ("DEFAULT", b"reply"), (m.END_DIALOG, b"")]
+    with a.transaction() as tx:
+        tx.end_conversation(h)
+    # both ended and acknowledged: the initiator is deleted, the target kept closed (anti-replay)
+    wait_for(lambda: not endpoints(a) and not tq(a) and not tq(b), what="close handshake")
+    wait_for(lambda: [e["state"] for e in endpoints(b)] == ["CD"], what="target closed")
+
+
+def test_initiator_ends_first(tmp_path: Path, nodes: list[sbroker.Broker]) -> None:
+    a, b = _pair(tmp_path, nodes)
+    h = _begin(a, "only")
+    with a.transaction() as tx:
+        tx.end_conversation(h)
+    got = receive(b, 2)
+    assert [x.message_type_name for x in got] == ["DEFAULT", m.END_DIALOG]
+    with b.transaction() as tx:
+        tx.end_conversation(got[0].conversation_handle)
+    wait_for(lambda: not endpoints(a) and not tq(a) and not tq(b), what="initiator closed")
+    assert [e["state"] for e in endpoints(b)] == ["CD"]
+
+
+def test_no_route_waits_then_goes(tmp_path: Path, nodes: list[sbroker.Broker]) -> None:
+    a = node(tmp_path, "a", services={"SvcA": []})
+    b = node(tmp_path, "b", services={"SvcB": ["DEFAULT"]})
+    nodes += [a, b]
+    _begin(a, "waiting")
+    wait_for(lambda: [r["transmission_status"] for r in tq(a)] == [
+        m_no_route()], what="no-route status")
+    route(a, "SvcB", b)
+    assert [x.text() for x in receive(b, 1)] == ["waiting"]
+
+
+def m_no_route() -> str:
+    from sbroker.dialogs import STATUS_NO_ROUTE
+
+    return STATUS_NO_ROUTE
+
+
+def _error(msg: sbroker.Message) -> int:
+    assert msg.message_type_name == m.ERROR
+    return msg.error()[0]
+
+
+def test_unknown_target_service(tmp_path: Path, nodes: list[sbroker.Broker]) -> None:
+    a, b = _pair(tmp_path, nodes)
+    route(a, "Nowhere", b)
+    h = _begin(a, "x", "y", to="Nowhere")
+    (err,) = receive(a, 1)
+    assert _error(err) == m.TARGET_SERVICE_NOT_FOUND
+    with a.transaction() as tx:
+        tx.end_conversation(h)
+    wait_for(lambda: not endpoints(a) and not tq(a), what="refused dialog cleaned up")
+    assert endpoints(b) == [] and b.peek("q") == []
+
+
+def test_contract_not_supported(tmp_path: Path, nodes: list[sbroker.Broker]) -> None:
+    a, b = _pair(tmp_path, nodes)
+    for x in (a, b):
+        x.create_contract("Other", {"DEFAULT": "any"})
+    _begin(a, "x", contract="Other")
+    (err,) = receive(a, 1)
+    assert _error(err) == m.CONTRACT_NOT_SUPPORTED
+
+
+def test_validation_failure_reaches_the_sender(tmp_path: Path,
+                                               nodes: list[sbroker.Broker]) -> None:
+    a, b = _pair(tmp_path, nodes)
+    a.create_message_type("Doc")
+    b.create_message_type("Doc", "well_formed_xml")
+    for x in (a, b):
+        x.create_contract("Docs", {"Doc": "initiator"})
+    b.create_service("DocSvc", "q", ["Docs"])
+    route(a, "DocSvc", b)
+    with a.transaction() as tx:
+        h = tx.begin_dialog("SvcA", "DocSvc", "Docs")
+        tx.send(h, "Doc", "<ok/>")
+        tx.send(h, "Doc", "not xml <")
+    (err,) = receive(a, 1)
+    assert _error(err) == m.VALIDATION_FAILED
+    assert [x.text() for x in b.peek("q")] == []  # the conversation errored on both sides
+    with a.transaction() as tx:
+        tx.end_conversation(h)
+    wait_for(lambda: not endpoints(a) and not tq(a) and not tq(b), what="closed after error")
+
+
+def test_error_from_the_application_crosses(tmp_path: Path,
+                                            nodes: list[sbroker.Broker]) -> None:
+    a, b = _pair(tmp_path, nodes)
+    h = _begin(a, "work")
+    (got,) = receive(b, 1)
+    with b.transaction() as tx:
+        tx.end_conversation(got.conversation_handle, error=42, description="nope")
+    (err,) = receive(a, 1)
+    assert err.error() == (42, "nope")
+    with a.transaction() as tx:
+        tx.end_conversation(h)
+    wait_for(lambda: not endpoints(a) and not tq(a) and not tq(b), what="closed after error")
+
+
+def test_lifetime_expires_on_both_sides(tmp_path: Path, nodes: list[sbroker.Broker]) -> None:
+    a, b = _pair(tmp_path, nodes)
+    _begin(a, "short", lifetime=2)
+    (first,) = receive(b, 1)
+    assert first.text() == "short"
+    (err_b,) = receive(b, 1, timeout=10)
+    (err_a,) = receive(a, 1, timeout=10)
+    assert _error(err_a) == _error(err_b) == m.LIFETIME_EXPIRED
+
+
+def test_forwarding_through_a_middle_instance(tmp_path: Path,
+                                              nodes: list[sbroker.Broker]) -> None:
+    a = node(tmp_path, "a", services={"SvcA": []})
+    mid = node(tmp_path, "mid", message_forwarding=True)
+    b = node(tmp_path, "b", services={"SvcB": ["DEFAULT"]})
+    nodes += [a, mid, b]
+    route(a, "SvcB", mid)
+    route(mid, "SvcB", b)
+    route(mid, "SvcA", a)
+    route(b, "SvcA", mid)
+    h = _begin(a, *(f"f{i}" for i in range(10)))
+    got = receive(b, 10)
+    assert [x.text() for x in got] == [f"f{i}" for i in range(10)]
+    with b.transaction() as tx:
+        tx.send(got[0].conversation_handle, body="back")
+    (back,) = receive(a, 1)
+    assert back.text() == "back" and back.conversation_handle == h
+    assert endpoints(mid) == []  # the middle holds no conversation
+    wait_for(lambda: not tq(a) and not tq(b), what="acknowledged hop by hop")
+
+
+def test_wrong_secret_is_refused(tmp_path: Path, nodes: list[sbroker.Broker]) -> None:
+    a = node(tmp_path, "a", services={"SvcA": []})
+    b = node(tmp_path, "b", services={"SvcB": ["DEFAULT"]}, secret="another secret")
+    nodes += [a, b]
+    route(a, "SvcB", b)
+    _begin(a, "secret stuff")
+    status = wait_for(lambda: [r["transmission_status"] for r in tq(a) if
+                               r["transmission_status"]], what="a failure status")
+    assert b.peek("q") == [] and endpoints(b) == []
+    assert status[0]  # the last error, in words
+    assert any(w in status[0].lower() for w in ("authentic", "refused", "handshake", "ssl",
+                                                 "closed", "certificate"))
+
+
+@pytest.mark.parametrize("mode", ["frame", "bytes"])
+def test_bit_flipped_fragments_are_never_delivered(tmp_path: Path,
+                                                   nodes: list[sbroker.Broker],
+                                                   mode: str) -> None:
+    # "frame": no TLS, the keyed MAC drops the frame; "bytes": under TLS the record breaks
+    encryption = "supported" if mode == "frame" else "required"
+    a = node(tmp_path, "a", services={"SvcA": []}, encryption=encryption)
+    b = node(tmp_path, "b", services={"SvcB": ["DEFAULT"]}, encryption=encryption)
+    nodes += [a, b]
+    faults = Faults(mode=mode, p_corrupt=0.2) if mode == "frame" else Faults(
+        mode="bytes", p_corrupt=1.0, spare_first=3, max_corrupt=2)
+    proxy = FaultProxy(port(b), faults, seed=7)
+    route(a, "SvcB", proxy.start())
+    route(b, "SvcA", a)
+    try:
+        bodies = [f"body-{i:03d}-" + "x" * 200 for i in range(60)]
+        _begin(a, *bodies)
+        got = receive(b, 60)
+        assert [x.text() for x in got] == bodies
+        assert proxy.counters.corrupted > 0
+        if mode == "frame":
+            corrupt = sum(int(r.get("corrupt_fragments") or r.get("corrupt_frames") or 0)
+                          for r in b.view("dm_broker_connections"))
+            assert corrupt > 0
+    finally:
+        proxy.stop()
+
+
+def test_endpoint_without_credentials_refuses_to_start(tmp_path: Path) -> None:
+    with sbroker.Broker.open(tmp_path / "x.db") as b:
+        b.create_endpoint(port=0)
+        with pytest.raises(sbroker.BrokerError, match="neither a secret nor certificates"):
+            b.start()
+
+
+def test_endpoint_ddl(tmp_path: Path) -> None:
+    with sbroker.Broker.open(tmp_path / "x.db") as b:
+        with pytest.raises(sbroker.BrokerError):
+            b.alter_endpoint(port=5)
+        b.create_endpoint(port=0, secret=SECRET, encryption="supported")
+        with pytest.raises(sbroker.BrokerError):
+            b.create_endpoint(port=0, secret=SECRET)
+        with pytest.raises(sbroker.BrokerError):
+            b.create_endpoint(port=0, secret=SECRET, encryption="sometimes")
+        b.alter_endpoint(message_forwarding=True)
+        endpoint = b.network.endpoint()
+        assert endpoint is not None and endpoint.message_forwarding
+        b.drop_endpoint()
+        assert b.network.endpoint() is None
+        with pytest.raises(sbroker.BrokerError):
+            b.drop_endpoint()
+
+
+def test_dm_broker_connections(tmp_path: Path, nodes: list[sbroker.Broker]) -> None:
+    a, b = _pair(tmp_path, nodes)
+    _begin(a, "hello")
+    receive(b, 1)
+    rows = wait_for(lambda: a.view("dm_broker_connections"), what="a connection row")
+    assert any(str(r.get("peer_instance", "")).upper() == b.broker_instance for r in rows)
+    a.stop()
+    assert a.view("dm_broker_connections") == []
