@@ -297,3 +297,14 @@ def test_an_ack_beyond_the_send_window_skips_messages_the_peer_already_holds() -
     deliver(frames(b), a)
     assert [ev.seq for ev in a.events() if isinstance(ev, MessageAcked)] == [0, 1, 2, 3]
     assert [f.seq for f in frames(a) if isinstance(f, Fragment)] == [4, 5]
+
+
+def test_pieces_that_do_not_add_up_are_dropped_and_the_retransmission_delivers() -> None:
+    b = engine()
+    header = msg(0, b"abcd").header()
+    b.frame_received(Fragment(KEY, 0, 0, 2, b"ab", header), 0.0)
+    b.frame_received(Fragment(KEY, 0, 1, 2, b"c"), 0.0)  # one byte short: a buggy peer
+    assert received(b) == [] and b.partial_messages() == []
+    b.frame_received(Fragment(KEY, 0, 0, 2, b"ab", header), 0.0)
+    b.frame_received(Fragment(KEY, 0, 1, 2, b"cd"), 0.0)
+    assert [m.body for m in received(b)] == [b"abcd"]

@@ -141,4 +141,5 @@ class DialogEngine:
             "frames_received": self.frames_received,
             "duplicates_dropped": self._in.duplicates,
             "dropped_out_of_window": self._in.dropped_out_of_window,
+            "malformed_messages": self._in.malformed,
         }

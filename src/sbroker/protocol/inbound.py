@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .errors import LocalProtocolError, RemoteProtocolError
+from .errors import LocalProtocolError
 from .events import Message, MessageReceived
 from .frames import AckEntry, DialogKey, Fragment, MessageHeader
 from .outbound import DialogConfig
@@ -66,6 +66,7 @@ class Inbound:
         self.duplicates = 0
         self.dropped_out_of_window = 0
         self.buffered = 0  # messages held in reassembly / reorder buffers
+        self.malformed = 0  # complete messages whose pieces did not add up (dropped)
 
     def _dialog(self, key: DialogKey) -> _InDialog:
         d = self._dialogs.get(key)
@@ -123,19 +124,22 @@ class Inbound:
             return []
         out = []
         while r is not None and r.complete:
-            out.append(MessageReceived(self._assemble(frag.key, d.delivered_next, r)))
             del d.buffer[d.delivered_next]
             self.buffered -= 1
+            message = self._assemble(frag.key, d.delivered_next, r)
+            if message is None:  # inconsistent pieces: drop them, retransmission retries
+                self.malformed += 1
+                break
+            out.append(MessageReceived(message))
             d.delivered_next += 1
             r = d.buffer.get(d.delivered_next)
         return out
 
     @staticmethod
-    def _assemble(key: DialogKey, seq: int, r: _Reassembly) -> Message:
+    def _assemble(key: DialogKey, seq: int, r: _Reassembly) -> Message | None:
         header = r.header
-        assert header is not None  # index 0 carries it and the message is complete
-        if r.size != header.body_length:
-            raise RemoteProtocolError("reassembled body length differs from the header")
+        if header is None or r.size != header.body_length:
+            return None
         body = b"".join(r.parts[i] for i in range(r.count))
         return Message.from_header(key, seq, header, body)
 
