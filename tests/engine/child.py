@@ -119,11 +119,17 @@ def worker(b: sbroker.Broker, queue: str, out: str, done_flag: str, seed: str) -
     """Receive until the sender is done and the queue is empty; roll back now and then.
     After each COMMIT append one JSON line: when RECEIVE returned, and what it returned."""
     rng = random.Random(int(seed))
+    longest = 0.0
+    say("ready")
+    if order() != "go":
+        return
     with open(out, "a", encoding="utf-8") as f:
         while True:
             with b.transaction() as tx:
+                called = time.monotonic()
                 messages = tx.receive(queue, top=rng.choice([1, 1, 3, 10, None]), timeout=0.2)
                 returned = time.monotonic()
+                longest = max(longest, returned - called)
                 if messages and rng.random() < 0.1:
                     tx.rollback()
                     continue
@@ -132,7 +138,7 @@ def worker(b: sbroker.Broker, queue: str, out: str, done_flag: str, seed: str) -
                 f.flush()
             elif os.path.exists(done_flag) and not b.peek(queue):
                 break
-    say("drained")
+    say("drained", {"longest_receive": longest})
 
 
 def close_while_waiting(b: sbroker.Broker) -> None:

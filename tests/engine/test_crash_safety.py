@@ -121,12 +121,14 @@ def test_a_transaction_killed_while_holding_the_write_lock_leaves_no_trace(
 
 
 @pytest.mark.slow
-def test_two_receiving_processes_never_lose_duplicate_or_reorder_messages(
+@pytest.mark.parametrize(("conversations", "per_conversation", "processes"),
+                         [(50, 60, 2), (4, 250, 3)], ids=["50x60-2procs", "4x250-3procs"])
+def test_receiving_processes_never_lose_duplicate_or_reorder_messages(
     pair_file: Path, tmp_path: Path, spawn: Callable[..., Child],
+    conversations: int, per_conversation: int, processes: int,
 ) -> None:
-    conversations, per_conversation = 50, 60  # 3,000 messages
     done_flag = tmp_path / "sending-done"
-    outs = [tmp_path / f"worker-{i}.jsonl" for i in range(2)]
+    outs = [tmp_path / f"worker-{i}.jsonl" for i in range(processes)]
     with Broker.open(pair_file) as b:
         handles = [begin_and_send(b) for _ in range(conversations)]
 
@@ -139,11 +141,16 @@ def test_two_receiving_processes_never_lose_duplicate_or_reorder_messages(
             send_round(k)
         workers = [spawn("worker", pair_file, "TargetQueue", out, done_flag, seed)
                    for seed, out in enumerate(outs)]
+        for w in workers:  # all of them start receiving at once
+            w.expect("ready")
+        for w in workers:
+            w.tell("go")
         for k in range(per_conversation // 2, per_conversation):  # ... half while they run
             send_round(k)
         done_flag.touch()
+        longest = []
         for w in workers:
-            w.expect("drained", timeout=240)
+            longest.append(w.expect("drained", timeout=240)["longest_receive"])
             assert w.finish() == 0
         assert b.peek("TargetQueue") == []
         assert table_counts(b)["sb_group_locks"] == 0
@@ -158,4 +165,5 @@ def test_two_receiving_processes_never_lose_duplicate_or_reorder_messages(
     assert seen == {str(c): list(range(per_conversation)) for c in range(conversations)}
     shares = [sum(len(b["rows"]) for b in map(json.loads, o.read_text().splitlines()))
               for o in outs]
-    print(f"messages received per process: {shares}")
+    print(f"messages received per process: {shares}; longest RECEIVE (timeout 0.2 s): "
+          f"{', '.join(f'{x:.2f} s' for x in longest)}")
