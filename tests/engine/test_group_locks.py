@@ -3,6 +3,7 @@ to a second reader (threads or processes), keeps receiving messages, and frees o
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -225,3 +226,20 @@ def test_moving_a_conversation_into_a_free_group_takes_its_messages_along(
     assert _receive_group(pair, conversation_group_id=by_body["y1"].conversation_group_id)[
         1] in (["x1", "x2", "y1"], ["y1", "x1", "x2"])
     assert pair.peek("TargetQueue") == []
+
+
+def test_a_held_group_does_not_keep_the_sqlite_write_lock(pair: Broker, db_path: Path) -> None:
+    """Group locks are rows, not an open SQLite transaction: any other writer of the file
+    (here a plain sqlite3 connection) gets the write lock while a group is held."""
+    begin_and_send(pair, "a1")
+    holder = Holder(pair, lambda tx: tx.receive("TargetQueue"))
+    other = sqlite3.connect(db_path, timeout=10, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        other.execute("CREATE TABLE written_while_held (x)")
+        other.execute("COMMIT")
+    finally:
+        other.close()
+    assert not holder.finished
+    holder.finish()
+    assert pair.view("written_while_held") == []
