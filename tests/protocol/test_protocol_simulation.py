@@ -139,14 +139,14 @@ def test_a_broker_with_the_wrong_secret_never_gets_a_message() -> None:
 
 @pytest.mark.slow
 def test_one_hundred_thousand_messages_arrive_exactly_once_and_in_order() -> None:
-    started = time.monotonic()
+    started, cpu = time.monotonic(), time.process_time()
     faults = Faults(drop=0.002, duplicate=0.002, corrupt=0.0002, max_delay=0.01, crash_interval=3.0)
     config = DialogConfig(fragment_size=256, send_window=32, reorder_window=32)
     sim, a, b = run_two(2024, faults, config, n_conv=100, per=500)
-    elapsed = time.monotonic() - started
+    elapsed, cpu = time.monotonic() - started, time.process_time() - cpu
     assert sim.delivered == 100_000
     assert a.crashes + b.crashes >= 1
     print(
-        f"100k messages: {elapsed:.1f}s wall, {sim.now:.1f}s simulated, "
+        f"100k messages: {elapsed:.1f}s wall ({cpu:.1f}s CPU), {sim.now:.1f}s simulated, "
         f"{sim.frames} frames, {100_000 / elapsed:.0f} msg/s"
     )
