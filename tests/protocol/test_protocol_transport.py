@@ -108,6 +108,7 @@ def test_messages_cross_loopback_exactly_once_in_order_on_one_connection(
     assert row["encryption_algorithm_desc"] is None and row["authentication_method"] == "SECRET"
     (brow,) = b.connections()
     assert brow["is_accept"]
+    assert b.partial_messages() == []
 
 
 def test_replies_reuse_the_connection_and_an_unknown_instance_is_learned(

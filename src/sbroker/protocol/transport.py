@@ -26,6 +26,7 @@ from .endpoint import Address, TransportConfig, TransportHandler
 from .errors import LocalProtocolError
 from .events import AuthenticationFailed, ConnectionClosed, Established, Message, MessageAcked
 from .frames import DialogKey
+from .inbound import PartialMessage
 from .session import Phase, Session, SessionConfig
 
 __all__ = ["Address", "BrokerTransport", "TransportConfig", "TransportHandler"]
@@ -152,6 +153,17 @@ class BrokerTransport:
         loop = self._loop
         if loop is not None:
             loop.call_soon_threadsafe(self._forget, key)
+
+    def partial_messages(self) -> list[tuple[UUID, PartialMessage]]:
+        """Messages still being reassembled, per peer (status 2 in the queue views)."""
+        loop = self._loop
+        if loop is None:
+            return []
+
+        async def collect() -> list[tuple[UUID, PartialMessage]]:
+            return [(p, m) for p, e in self._engines.items() for m in e.partial_messages()]
+
+        return asyncio.run_coroutine_threadsafe(collect(), loop).result(5.0)
 
     def connections(self) -> list[dict[str, object]]:
         """Rows of `dm_broker_connections` (open connections, then recently closed ones)."""
