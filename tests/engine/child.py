@@ -141,6 +141,15 @@ def worker(b: sbroker.Broker, queue: str, out: str, done_flag: str, seed: str) -
     say("drained", {"longest_receive": longest})
 
 
+def set_timer(b: sbroker.Broker, seconds: str) -> None:
+    """Begin a dialog and set a conversation timer on it (this broker is not started)."""
+    with b.transaction() as tx:
+        handle = tx.begin_dialog("InitService", "TargetService")
+        tx.send(handle, body="hello")
+        tx.begin_conversation_timer(handle, float(seconds))
+    say("committed", handle)
+
+
 def close_while_waiting(b: sbroker.Broker) -> None:
     """Close the broker while another thread waits in RECEIVE; report how the wait ended."""
     queue_id = b.catalog.queue("TargetQueue").queue_id
@@ -182,6 +191,7 @@ COMMANDS = {
     "hold-receive": hold_receive,
     "hold-execute": hold_execute,
     "send-on": send_on,
+    "set-timer": set_timer,
     "wait-receive": wait_receive,
     "worker": worker,
 }

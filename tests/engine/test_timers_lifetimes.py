@@ -4,14 +4,14 @@ the broker itself generates queue up behind what is already there."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from sbroker import DIALOG_TIMER, ERROR, Broker, ConversationStateError, FakeClock
 
-from .helpers import Background, begin_and_send, bodies, make_pair, on_hook, table_counts
+from .helpers import Background, Child, begin_and_send, bodies, make_pair, on_hook, table_counts
 
 LIFETIME_EXPIRED = -8489
 
@@ -146,3 +146,17 @@ def test_a_broker_error_comes_after_the_messages_already_in_the_senders_queue(
             got = tx.receive("InitQueue")
         assert [m.message_type_name for m in got] == ["Json", "Json", "Json", ERROR]
         assert [m.json() for m in got[:3]] == [{"reply": 0}, {"reply": 1}, {"reply": 2}]
+
+
+def test_a_started_broker_fires_a_timer_set_by_another_process(
+    db_path: Path, spawn: Callable[..., Child],
+) -> None:
+    with Broker.open(db_path, start=True) as b:  # the real clock: the child sets real times
+        make_pair(b)
+        child = spawn("set-timer", db_path, 0.2)
+        handle = child.expect("committed")
+        assert child.finish() == 0
+        with b.transaction() as tx:
+            got = tx.receive("InitQueue", timeout=30)
+        assert [(m.message_type_name, m.conversation_handle) for m in got] == [
+            (DIALOG_TIMER, handle)]

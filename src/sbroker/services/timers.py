@@ -13,7 +13,9 @@ if TYPE_CHECKING:
     from ..broker import Broker
 
 log = logging.getLogger("sbroker.timers")
-IDLE_RECHECK = 60.0  # look again at least this often (another process may set timers)
+# Look again at least this often: another process may set timers (a pass that fires nothing
+# writes nothing, so other processes' readers are not woken by it).
+IDLE_RECHECK = 1.0
 
 
 class TimerService:
