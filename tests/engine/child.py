@@ -141,6 +141,20 @@ def worker(b: sbroker.Broker, queue: str, out: str, done_flag: str, seed: str) -
     say("drained", {"longest_receive": longest})
 
 
+def consume_forever(b: sbroker.Broker, seed: str) -> None:
+    """RECEIVE and log each message in app_log in the same transaction, forever (until
+    killed); says ``consumed n`` after each commit."""
+    rng = random.Random(int(seed))
+    total = 0
+    while True:
+        with b.transaction() as tx:
+            messages = tx.receive("TargetQueue", top=rng.choice([1, 2, 5]), timeout=1)
+            for msg in messages:
+                tx.execute("INSERT INTO app_log(note) VALUES (?)", (msg.text(),))
+        total += len(messages)
+        say("consumed", total)
+
+
 def set_timer(b: sbroker.Broker, seconds: str) -> None:
     """Begin a dialog and set a conversation timer on it (this broker is not started)."""
     with b.transaction() as tx:
@@ -192,6 +206,7 @@ COMMANDS = {
     "hold-execute": hold_execute,
     "send-on": send_on,
     "set-timer": set_timer,
+    "consume-forever": consume_forever,
     "wait-receive": wait_receive,
     "worker": worker,
 }

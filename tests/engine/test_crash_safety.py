@@ -70,6 +70,31 @@ def test_kill_9_never_leaves_half_a_transaction(
     assert got == [f"{i}:{k}" for i in range(batches) for k in range(size)]
 
 
+def test_a_consumer_killed_at_a_random_moment_consumes_each_message_exactly_once(
+    pair_file: Path, spawn: Callable[..., Child],
+) -> None:
+    conversations, per_conversation = 10, 100
+    with Broker.open(pair_file) as b:
+        handles = [begin_and_send(b) for _ in range(conversations)]
+        with b.transaction() as tx:
+            for k in range(per_conversation):
+                for c, handle in enumerate(handles):
+                    tx.send(handle, body=f"{c}:{k}")
+    child = spawn("consume-forever", pair_file, 7)
+    while child.expect("consumed") < 300:
+        pass
+    child.kill9()
+    with Broker.open(pair_file) as b:
+        logged = [r["note"] for r in sorted(b.view("app_log"), key=lambda r: r["id"])]
+        remaining = bodies(b.peek("TargetQueue"))
+    # Consumed (logged in the same transaction) or still queued: never both, never neither.
+    assert sorted(logged + remaining) == sorted(
+        f"{c}:{k}" for c in range(conversations) for k in range(per_conversation))
+    for c in range(conversations):  # and each conversation reads in order across the crash
+        seq = [int(x.split(":")[1]) for x in logged + remaining if x.split(":")[0] == str(c)]
+        assert seq == list(range(per_conversation))
+
+
 def test_a_receiver_killed_before_commit_leaves_its_messages_to_the_next_reader(
     pair_file: Path, spawn: Callable[..., Child],
 ) -> None:
