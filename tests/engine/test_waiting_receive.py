@@ -152,3 +152,23 @@ def test_a_waiting_receive_in_another_process_wakes_when_a_rollback_here_frees_t
     assert [r["body"] for r in out["rows"]] == ["retry me"]
     assert out["at"] - released < LONG / 2
     assert child.finish() == 0
+
+
+def test_several_waiting_receives_each_get_a_different_conversation(pair: Broker) -> None:
+    waiters = 4
+    parked = threading.Semaphore(0)
+    original = pair.hooks.waiting
+
+    def spy(qid: int, delta: int) -> None:
+        original(qid, delta)
+        if delta > 0:
+            parked.release()
+
+    pair.hooks.waiting = spy  # type: ignore[method-assign]
+    running = [_waiting_receive(pair, LONG) for _ in range(waiters)]
+    for _ in range(waiters):
+        assert parked.acquire(timeout=LONG)
+    for i in range(waiters):  # one new conversation per waiter, each in its own group
+        begin_and_send(pair, f"c{i}")
+    got = sorted(body for w in running for body in w.result()[0])
+    assert got == [f"c{i}" for i in range(waiters)]
