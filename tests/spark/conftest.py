@@ -5,6 +5,7 @@ Settings match the runner's defaults for tests: local[2], UI off, 2 shuffle part
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,23 @@ if TYPE_CHECKING:
 
 # Python task targets of these tests (spark_task_helpers) import from this folder
 sys.path.insert(0, str(Path(__file__).parent))
+
+# pyspark.testing imports pyspark.pandas, which warns (UserWarning) unless this is set before
+# the first Spark context starts; setting it is what that warning asks for.
+os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
+
+# PySpark's collect()/take() leave the result socket to the garbage collector
+# (pyspark.util._load_from_socket), which raises ResourceWarning: an upstream leak that the
+# tests cannot avoid. It is ignored for tests that run real Spark only, so sbroker's own
+# sockets stay checked everywhere else.
+_PYSPARK_SOCKET_LEAK = "ignore:unclosed <socket.socket:ResourceWarning"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Add the narrow ResourceWarning filter to ``spark``-marked tests."""
+    for item in items:
+        if item.get_closest_marker("spark") is not None:
+            item.add_marker(pytest.mark.filterwarnings(_PYSPARK_SOCKET_LEAK))
 
 
 @pytest.fixture(scope="session")
