@@ -88,10 +88,11 @@ class Receiver:
         def apply(conn: sqlite3.Connection) -> Context:
             ctx = Context(conn, b._catalog_for(conn, max_age=0.05), b.clock.now(), b.anti_replay)
             endpoints: dict[tuple[str, bool], Endpoint | None] = {}
+            dirty: dict[str, Endpoint] = {}
             for msg in messages:
-                if self._one(ctx, peer, msg, endpoints):
+                if self._one(ctx, peer, msg, endpoints, dirty):
                     outbox[0] = True
-            dialogs.flush(ctx)
+            _flush(ctx, dirty)
             return ctx
 
         ctx = b.db.writer.run(apply, durable=True)
@@ -105,9 +106,13 @@ class Receiver:
 
     def _one(
         self, ctx: Context, peer: UUID, msg: Message,
-        endpoints: dict[tuple[str, bool], Endpoint | None],
+        endpoints: dict[tuple[str, bool], Endpoint | None], dirty: dict[str, Endpoint],
     ) -> bool:
-        """Apply one message; True when it put something in the outbox."""
+        """Apply one message; True when it put something in the outbox.
+
+        The common case (a valid user message on a conversing endpoint) is batched: queue
+        rows in one ``executemany`` and receive_seq written once per endpoint (``dirty``);
+        anything else first writes what is batched, then takes the general path."""
         conv = uid(msg.conversation_id)
         assert conv is not None
         local_initiator = not msg.from_initiator
@@ -137,6 +142,7 @@ class Receiver:
                 (ep.far_broker_instance, ep.handle),
             )
         if msg.message_type == m.DROPPED:
+            _flush(ctx, dirty)
             ep.receive_seq = msg.seq + 1
             ctx.conn.execute(
                 "UPDATE sb_endpoints SET receive_seq = ? WHERE handle = ?",
@@ -144,6 +150,13 @@ class Receiver:
             )
             return False
         problem = self._check(ctx, msg)
+        if problem is None and ep.state == "CO" and msg.message_type not in m.SYSTEM_MESSAGE_TYPES:
+            ep.receive_seq = msg.seq + 1
+            dirty[ep.handle] = ep
+            dialogs._enqueue(ctx, ep, msg.seq, msg.message_type, msg.body, m.new_id(),
+                             defer=True)
+            return False
+        _flush(ctx, dirty)
         if problem is not None and ep.state in ("SO", "SI", "CO"):
             code, text = problem
             ep.receive_seq = msg.seq + 1
@@ -277,3 +290,14 @@ class Receiver:
         )
         self.stats.forwarded += 1
         return True
+
+
+def _flush(ctx: Context, dirty: dict[str, Endpoint]) -> None:
+    """Write the batched queue rows and receive sequence numbers."""
+    dialogs.flush(ctx)
+    if dirty:
+        ctx.conn.executemany(
+            "UPDATE sb_endpoints SET receive_seq = ? WHERE handle = ?",
+            [(ep.receive_seq, h) for h, ep in dirty.items()],
+        )
+        dirty.clear()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import random
 import tempfile
 import threading
 from typing import TYPE_CHECKING, Any
@@ -16,6 +15,7 @@ from ..protocol.transport import BrokerTransport, TransportConfig
 from . import config as cfg_mod
 from .receiver import Receiver
 from .routing import Address
+from .rng import TransportRandom
 from .transmitter import Transmitter
 
 if TYPE_CHECKING:
@@ -140,17 +140,22 @@ class NetworkService:
                             forward_bytes=cfg.message_forward_size * 1024 * 1024,
                             on_outbox=transmitter.wake)
         transport = BrokerTransport(tcfg, _Handler(receiver, transmitter),
-                                    rng=random.SystemRandom())
+                                    rng=TransportRandom())
         self.address = transport.start()
         self.transport, self.transmitter, self.receiver = transport, transmitter, receiver
         with b.db.connection() as conn:
             cfg_mod.set_listening_port(conn, self.address[1])
         transmitter.start()
 
-    def _send(self, message: Message, address: Address, peer: UUID | None) -> None:
+    def _send(self, batch: list[tuple[Message, Address, UUID | None]]) -> None:
         transport = self.transport
-        if transport is not None:
-            transport.send(message, address, peer)
+        if transport is None:
+            return
+        groups: dict[tuple[Address, UUID | None], list[Message]] = {}
+        for message, address, peer in batch:
+            groups.setdefault((address, peer), []).append(message)
+        for (address, peer), messages in groups.items():
+            transport.send_many(messages, address, peer)
 
     def stop(self) -> None:
         with self._lock:

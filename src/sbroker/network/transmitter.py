@@ -22,7 +22,7 @@ from uuid import UUID
 
 from ..dialogs import NEVER
 from ..protocol import DialogKey, Message, MessageAcked
-from .routing import Address, resolve
+from .routing import Address, Resolution, resolve
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -31,6 +31,7 @@ log = logging.getLogger("sbroker.network")
 FULL_SCAN_SECONDS = 1.0  # look at every waiting row this often (routes, lifetimes, reuse)
 POLL_SECONDS = 0.01  # how often to look for commits by other connections or processes
 CLEANUP_SECONDS = 30.0
+SCAN_BATCH = 1000  # rows handed over per pass: the first ones go while the rest are read
 
 _TQ = (
     "SELECT t.tq_id, t.conversation_id, t.is_initiator, t.msn, t.from_service, t.to_service,"
@@ -64,7 +65,7 @@ class _Row:
     origin: str | None
 
 
-Send = Callable[[Message, Address, "UUID | None"], None]
+Send = Callable[[list[tuple[Message, Address, "UUID | None"]]], None]
 
 
 class Transmitter:
@@ -167,16 +168,14 @@ class Transmitter:
     # -- handing rows to the core -----------------------------------------------------------
     def _scan(self, conn: sqlite3.Connection, watermark: int) -> int:
         """Hand new rows over; returns the highest transmission-queue id seen."""
-        room = self.max_in_flight - len(self._flight)
+        room = min(SCAN_BATCH, self.max_in_flight - len(self._flight))
         b = self.broker
         cat = b._catalog_for(conn, max_age=0.05)
         now = b.clock.now()
         conn.execute("BEGIN")
         try:
-            rows = [_Row("tq", *r) for r in conn.execute(f"{_TQ} WHERE t.tq_id > ?", (watermark,))]
-            rows += [_Row("out", *r) for r in conn.execute(_OUTBOX)]
+            rows = self._candidates(conn, watermark)
             top = max([watermark, *(r.rid for r in rows if r.kind == "tq")])
-            rows = [r for r in rows if (r.kind, r.rid) not in self._flight]
             if self._honor():
                 limit = now - self.starvation
                 rows.sort(key=lambda r: (r.enqueued_at > limit, -r.priority, r.kind, r.rid))
@@ -186,12 +185,16 @@ class Transmitter:
             statuses: list[tuple[str, int, str]] = []
             skipped = top + 1  # rows left for lack of room are looked at again next time
             me = cat.broker_instance
+            routes: dict[tuple[str, str | None], Resolution] = {}
             for r in rows:
                 to_instance = r.to_instance
                 if r.kind == "tq" and to_instance is None and r.origin not in (None, me):
                     to_instance = r.origin  # the far instance became known after the send
-                res = resolve(cat.routes, me=me, local_services=cat.services,
-                              to_service=r.to_service, to_instance=to_instance, now=now)
+                res = routes.get((r.to_service, to_instance))
+                if res is None:
+                    res = routes[(r.to_service, to_instance)] = resolve(
+                        cat.routes, me=me, local_services=cat.services,
+                        to_service=r.to_service, to_instance=to_instance, now=now)
                 if res.kind == "local":
                     continue  # the engine's own (disabled queue, waiting redelivery)
                 if res.kind == "none" or res.address is None:
@@ -210,6 +213,7 @@ class Transmitter:
             self._write_statuses(statuses)
         honor = self._honor()
         neighbors = self._neighbors()
+        batch: list[tuple[Message, Address, UUID | None]] = []
         for r, address, target in chosen:
             msg = Message(
                 UUID(r.conv), bool(r.from_initiator), r.msn, r.mtype, bodies[(r.kind, r.rid)],
@@ -223,9 +227,29 @@ class Transmitter:
             self._by_key[(msg.key, msg.seq)] = (r.kind, r.rid)
             # A reply to an instance that talks to us directly reuses its connection.
             target_id = msg.target_instance
-            self._send(msg, address, target_id if target_id in neighbors else None)
-            self.sent += 1
+            batch.append((msg, address, target_id if target_id in neighbors else None))
+        if batch:
+            self._send(batch)
+            self.sent += len(batch)
+        if len(chosen) == room and room > 0 and len(self._flight) < self.max_in_flight:
+            self.wake()  # more rows wait: take them in the next pass at once
         return top
+
+    def _candidates(self, conn: sqlite3.Connection, watermark: int) -> list[_Row]:
+        """Rows not handed over yet: ids first (cheap), details for the new ones only."""
+        # The (handle, msn) index covers tq_id: far fewer pages than the rows with bodies.
+        ids = sorted(rid for (rid,) in conn.execute(
+            "SELECT tq_id FROM sb_transmission_queue INDEXED BY sb_tq_handle WHERE tq_id > ?",
+            (watermark,)) if ("tq", rid) not in self._flight)
+        rows: list[_Row] = []
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            marks = ",".join("?" * len(part))
+            rows += [_Row("tq", *r) for r in conn.execute(
+                f"{_TQ} WHERE t.tq_id IN ({marks})", part)]
+        rows += [row for row in (_Row("out", *r) for r in conn.execute(_OUTBOX))
+                 if ("out", row.rid) not in self._flight]
+        return rows
 
     @staticmethod
     def _bodies(
@@ -259,13 +283,13 @@ class Transmitter:
             return
 
         def delete(conn: sqlite3.Connection) -> None:
-            handles = set()
-            for (rid,) in tq:
-                row = conn.execute(
-                    "DELETE FROM sb_transmission_queue WHERE tq_id = ? RETURNING handle", (rid,)
-                ).fetchone()
-                if row is not None:
-                    handles.add(row[0])
+            handles: set[str] = set()
+            for part in range(0, len(tq), 500):
+                ids = [rid for (rid,) in tq[part : part + 500]]
+                marks = ",".join("?" * len(ids))
+                handles.update(h for (h,) in conn.execute(
+                    f"DELETE FROM sb_transmission_queue WHERE tq_id IN ({marks})"
+                    " RETURNING handle", ids).fetchall())
             conn.executemany("DELETE FROM sb_net_outbox WHERE id = ?", out)
             # A closed initiator waited for its last message to be acknowledged.
             conn.executemany(
