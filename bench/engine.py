@@ -137,6 +137,7 @@ def measure(args: argparse.Namespace, log: Callable[[str], None]) -> list[Figure
         f"{[round(r['receive']) for r in fresh]} msgs/s")
     log("raw SQLite: one committed INSERT per transaction, same count and body")
     raw = fresh_runs(RawSqlite, lambda s: w1(s, sizes), args.runs, args.durability, pool)
+    log(f"  raw SQLite INSERT/tx {[round(r['send']) for r in raw]} msgs/s")
     log(f"W2: {sizes.w2:,} msgs, 100 per send transaction, receive top 100")
     batched = fresh_runs(Sbroker, lambda s: w2(s, sizes), args.runs, args.durability, pool)
     log(f"  W2 send {[round(r['send']) for r in batched]}  receive "
