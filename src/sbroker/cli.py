@@ -178,6 +178,23 @@ def status(ctx: click.Context, views: tuple[str, ...]) -> None:
 
 
 @main.command()
+@click.option("--durability", type=click.Choice(["normal", "full"]), default="normal",
+              show_default=True, help="'full' fsyncs every commit.")
+@click.pass_context
+@_fail_cleanly
+def serve(ctx: click.Context, durability: str) -> None:
+    """Run the started broker (endpoint, transmitter, timers, activation) until SIGINT/SIGTERM."""
+    from .serve import run_serve
+
+    def ready(broker: Broker) -> None:
+        address = broker.network.address
+        where = f"listening on {address[0]}:{address[1]}" if address else "no endpoint"
+        click.echo(f"sbroker: serving {ctx.obj['db']} ({where}); SIGINT or SIGTERM stops it")
+
+    sys.exit(run_serve(ctx.obj["db"], durability=durability, ready=ready))
+
+
+@main.command()
 @click.pass_context
 @_fail_cleanly
 def demo(ctx: click.Context) -> None:

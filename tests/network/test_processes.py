@@ -153,3 +153,28 @@ def test_two_serving_processes_through_a_faulty_proxy_with_kill9(
              what="every message acknowledged")
     assert child_a.stop() == 0 and child_b.stop() == 0  # SIGTERM: a clean stop
     assert proxy_a.counters.dropped + proxy_b.counters.dropped > 0
+
+
+def test_sbroker_serve_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
+    db = _setup(tmp_path, "s", "Svc", [])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sbroker.cli", "--db", str(db), "serve"],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line: list[str] = []
+        reader = threading.Thread(target=lambda: line.append(proc.stdout.readline()))  # type: ignore[union-attr]
+        reader.start()
+        reader.join(60)
+        assert line and "listening on 127.0.0.1:" in line[0]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+        with sbroker.Broker.open(db) as b:
+            assert b.view("dm_broker_connections") == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+        if proc.stdout is not None:
+            proc.stdout.close()
