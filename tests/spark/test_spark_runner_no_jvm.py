@@ -122,7 +122,12 @@ def _run_capturing(runner: SparkRunner, log_id: int, errors: list[BaseException]
         errors.append(exc)
 
 
-def test_an_assertion_from_pyspark_functions_gets_a_hint() -> None:
+def test_an_assertion_from_pyspark_functions_gets_a_hint(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from pyspark import SparkContext
+
+    # as in a fresh process, whether or not this test run started a session already
+    monkeypatch.setattr(SparkContext, "_active_spark_context", None)
     runner = SparkRunner(session_factory=_no_session)
     with pytest.raises(TaskError, match="use `spark` first"):
         runner.run(PythonTask("spark_task_helpers:needs_context"), log_id=3)
