@@ -14,8 +14,8 @@ from ..protocol import DialogConfig, DialogKey, Message, MessageAcked
 from ..protocol.transport import BrokerTransport, TransportConfig
 from . import config as cfg_mod
 from .receiver import Receiver
-from .routing import Address
 from .rng import TransportRandom
+from .routing import Address
 from .transmitter import Transmitter
 
 if TYPE_CHECKING:

@@ -19,8 +19,8 @@ from cryptography.x509.oid import NameOID
 
 _CA_NAME = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "sbroker shared-secret CA")])
 _P256_ORDER = int("FFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551", 16)
-_START = datetime.datetime(2020, 1, 1, tzinfo=datetime.timezone.utc)
-_END = datetime.datetime(2120, 1, 1, tzinfo=datetime.timezone.utc)
+_START = datetime.datetime(2020, 1, 1, tzinfo=datetime.UTC)
+_END = datetime.datetime(2120, 1, 1, tzinfo=datetime.UTC)
 
 
 def _ca_key(secret: bytes) -> ec.EllipticCurvePrivateKey:

@@ -36,13 +36,13 @@ SCAN_BATCH = 1000  # rows handed over per pass: the first ones go while the rest
 _TQ = (
     "SELECT t.tq_id, t.conversation_id, t.is_initiator, t.msn, t.from_service, t.to_service,"
     " t.to_broker_instance, t.contract, t.message_type, t.priority, t.enqueued_at,"
-    " t.transmission_status, e.lifetime_expires, e.far_broker_instance"
-    " FROM sb_transmission_queue t JOIN sb_endpoints e ON e.handle = t.handle"
+    " t.transmission_status, e.lifetime_expires, e.far_broker_instance, t.body"
+    " FROM sb_transmission_queue t CROSS JOIN sb_endpoints e ON e.handle = t.handle"
 )
 _OUTBOX = (
     "SELECT id, conversation_id, from_initiator, msn, from_service, to_service,"
     " target_instance, contract, message_type, priority, enqueued_at, transmission_status,"
-    " expires_at, origin_instance FROM sb_net_outbox"
+    " expires_at, origin_instance, body FROM sb_net_outbox"
 )
 
 
@@ -63,6 +63,7 @@ class _Row:
     status: str
     expires: float | None
     origin: str | None
+    body: bytes
 
 
 Send = Callable[[list[tuple[Message, Address, "UUID | None"]]], None]
@@ -205,7 +206,6 @@ class Transmitter:
                     chosen.append((r, res.address, res.target_instance))
                 elif r.kind == "tq":
                     skipped = min(skipped, r.rid)
-            bodies = self._bodies(conn, chosen)
             top = min(top, skipped - 1)
         finally:
             conn.execute("COMMIT")
@@ -216,7 +216,7 @@ class Transmitter:
         batch: list[tuple[Message, Address, UUID | None]] = []
         for r, address, target in chosen:
             msg = Message(
-                UUID(r.conv), bool(r.from_initiator), r.msn, r.mtype, bodies[(r.kind, r.rid)],
+                UUID(r.conv), bool(r.from_initiator), r.msn, r.mtype, bytes(r.body),
                 r.from_service, r.to_service, r.contract,
                 priority=r.priority if honor and 1 <= r.priority <= 10 else 5,
                 origin_instance=UUID(me if r.kind == "tq" else (r.origin or me)),
@@ -237,10 +237,15 @@ class Transmitter:
 
     def _candidates(self, conn: sqlite3.Connection, watermark: int) -> list[_Row]:
         """Rows not handed over yet: ids first (cheap), details for the new ones only."""
-        # The (handle, msn) index covers tq_id: far fewer pages than the rows with bodies.
-        ids = sorted(rid for (rid,) in conn.execute(
-            "SELECT tq_id FROM sb_transmission_queue INDEXED BY sb_tq_handle WHERE tq_id > ?",
-            (watermark,)) if ("tq", rid) not in self._flight)
+        # One row holding every id (group_concat): stepping through thousands of rows would
+        # hand the GIL over at each step. The (handle, msn) index covers tq_id.
+        (text,) = conn.execute(
+            "SELECT group_concat(tq_id) FROM sb_transmission_queue INDEXED BY sb_tq_handle"
+            " WHERE tq_id > ?", (watermark,)).fetchone()
+        ids = sorted(int(x) for x in text.split(",")) if text else []
+        ids = [rid for rid in ids if ("tq", rid) not in self._flight]
+        if not self._honor():  # send order: the oldest rows not handed over are enough
+            ids = ids[: 2 * SCAN_BATCH]
         rows: list[_Row] = []
         for i in range(0, len(ids), 500):
             part = ids[i : i + 500]
@@ -250,23 +255,6 @@ class Transmitter:
         rows += [row for row in (_Row("out", *r) for r in conn.execute(_OUTBOX))
                  if ("out", row.rid) not in self._flight]
         return rows
-
-    @staticmethod
-    def _bodies(
-        conn: sqlite3.Connection, chosen: list[tuple[_Row, Address, str | None]]
-    ) -> dict[tuple[str, int], bytes]:
-        out: dict[tuple[str, int], bytes] = {}
-        for kind, table, col in (("tq", "sb_transmission_queue", "tq_id"),
-                                 ("out", "sb_net_outbox", "id")):
-            ids = [r.rid for r, _, _ in chosen if r.kind == kind]
-            for i in range(0, len(ids), 500):
-                part = ids[i : i + 500]
-                marks = ",".join("?" * len(part))
-                for rid, body in conn.execute(
-                    f"SELECT {col}, body FROM {table} WHERE {col} IN ({marks})", part
-                ):
-                    out[(kind, rid)] = bytes(body)
-        return out
 
     # -- acknowledgements and failures --------------------------------------------------------
     def _delete_acked(self, acks: list[MessageAcked]) -> None:
@@ -287,9 +275,11 @@ class Transmitter:
             for part in range(0, len(tq), 500):
                 ids = [rid for (rid,) in tq[part : part + 500]]
                 marks = ",".join("?" * len(ids))
-                handles.update(h for (h,) in conn.execute(
-                    f"DELETE FROM sb_transmission_queue WHERE tq_id IN ({marks})"
-                    " RETURNING handle", ids).fetchall())
+                (text,) = conn.execute(
+                    "SELECT group_concat(DISTINCT handle) FROM sb_transmission_queue"
+                    f" WHERE tq_id IN ({marks})", ids).fetchone()
+                handles.update(text.split(",") if text else ())
+                conn.execute(f"DELETE FROM sb_transmission_queue WHERE tq_id IN ({marks})", ids)
             conn.executemany("DELETE FROM sb_net_outbox WHERE id = ?", out)
             # A closed initiator waited for its last message to be acknowledged.
             conn.executemany(
