@@ -110,6 +110,7 @@ class Transaction:
         self._received: dict[int, tuple[int, bool, str]] = {}
         self._received_queues: set[int] = set()
         self._held = False
+        self._probing = False
         self._state = "active"
 
     # -- context manager ---------------------------------------------------------------------
@@ -459,6 +460,7 @@ class Transaction:
         unfiltered = fixed_group is None
         waiting = False
         first = True
+        fresh_call = True
         try:
             while True:
                 seen = broker.notifier.token(q.queue_id)
@@ -467,6 +469,8 @@ class Transaction:
                 first = False
                 if not q.status:
                     raise QueueDisabledError(f"the queue {queue!r} is disabled (status off)")
+                self._probing = not fresh_call
+                fresh_call = False
                 result = attempt(q, fixed_group, fixed_handle)
                 if result:
                     broker.hooks.received(q.queue_id, empty=False)
@@ -541,8 +545,9 @@ class Transaction:
 
     def _worth_a_write(self, q: Queue, group: str | None, handle: str | None) -> bool:
         """A read-only look first: only go through the writer when there may be something
-        to take, so waiters woken by a commit elsewhere cost no write transaction."""
-        if self._held:
+        to take, so waiters woken by a commit elsewhere cost no write transaction.  The first
+        attempt of a RECEIVE goes straight to the writer (usually there is something)."""
+        if self._held or not self._probing:
             return True
         conn = self._c()
         if group is None:

@@ -215,7 +215,7 @@ class Writer:
                     conn.execute("ROLLBACK")
                     self._finish(batch, None)
                     return
-        if lazy:
+        if lazy and self._lazy:
             if not self._open:
                 self._open = True
                 self._opened_at = time.monotonic()
