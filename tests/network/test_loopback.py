@@ -163,6 +163,25 @@ def test_lifetime_expires_on_both_sides(tmp_path: Path, nodes: list[sbroker.Brok
     (err_b,) = receive(b, 1, timeout=10)
     (err_a,) = receive(a, 1, timeout=10)
     assert _error(err_a) == _error(err_b) == m.LIFETIME_EXPIRED
+    for x, msg in ((a, err_a), (b, err_b)):
+        with x.transaction() as tx:
+            tx.end_conversation(msg.conversation_handle)
+    wait_for(lambda: not endpoints(a) and not tq(a) and not tq(b), what="expired ones gone")
+
+
+def test_large_message_is_fragmented_and_small_ones_are_not_held_back(
+        tmp_path: Path, nodes: list[sbroker.Broker]) -> None:
+    a, b = _pair(tmp_path, nodes, fragment_size=1024)
+    big = "B" * 300_000
+    with a.transaction() as tx:
+        h1 = tx.begin_dialog("SvcA", "SvcB")
+        h2 = tx.begin_dialog("SvcA", "SvcB")
+        tx.send(h1, body=big)
+        tx.send(h2, body="small")
+    got = receive(b, 2)
+    assert sorted(len(x.message_body) for x in got) == [5, 300_000]
+    assert got[0].text() == "small"  # interleaved: the small one is complete first
+    assert b.view("dm_broker_partial_messages") == []
 
 
 def test_forwarding_through_a_middle_instance(tmp_path: Path,

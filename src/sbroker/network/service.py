@@ -60,6 +60,7 @@ class NetworkService:
         self._lock = threading.RLock()
         self._tls_dir: tempfile.TemporaryDirectory[str] | None = None
         broker.register_view("dm_broker_connections", self.connections)
+        broker.register_view("dm_broker_partial_messages", self.partial_messages)
 
     # -- DDL ------------------------------------------------------------------------------
     def create_endpoint(self, host: str, port: int, **options: Any) -> None:
@@ -178,3 +179,18 @@ class NetworkService:
         """Rows of dm_broker_connections (empty when the endpoint does not run)."""
         transport = self.transport
         return [] if transport is None else transport.connections()
+
+    def partial_messages(self) -> list[dict[str, object]]:
+        """Messages still being reassembled (status 2): they live in the protocol core, not in
+        a queue, until complete; then they are enqueued whole in one transaction."""
+        transport = self.transport
+        if transport is None:
+            return []
+        return [
+            {"peer_instance": str(peer).upper(),
+             "conversation_id": str(p.key.conversation_id).upper(),
+             "is_initiator_sender": p.key.from_initiator, "message_sequence_number": p.seq,
+             "status": 2, "fragments_received": p.fragments_received,
+             "fragment_count": p.fragment_count, "bytes_received": p.bytes_received}
+            for peer, p in transport.partial_messages()
+        ]
