@@ -118,6 +118,7 @@ BAD = [
     (TASKS + 'args = {a = 1}\n', 3, "exactly one of 'sql' or 'python'"),
     (TASKS + 'python = "not a target"\n', 5, "task 't' of stage 's': PythonTask target"),
     (TASKS + 'python = "m:f"\nargs = [1, 2]\n', 6, "'args' of a python task must be a table"),
+    (TASKS + 'python = "m:f"\n[stage.task.args]\nwhen = 2024-01-01\n', 6, "JSON-serialisable"),
     (TASKS + 'sql = "x"\n[[stage.task]]\nname = "t"\nsql = "y"\n', 7, "duplicate task name"),
     (TASKS + 'sql = "x"\n' + TASKS + 'sql = "y"\n', 7, "duplicate stage name 's'"),
     ('[[stage]]\nname = "empty"\n', 1, "stage 'empty' has no tasks"),

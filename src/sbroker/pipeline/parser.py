@@ -113,6 +113,9 @@ class _Locator:
             for number in range(first, last):
                 if pattern.match(self.lines[number]):
                     return number + 1
+            sub_table = self._table((*path, key))  # `[stage.task.args]` rather than `args =`
+            if sub_table is not None:
+                return sub_table[0] + 1
         elif key is not None:  # written as dotted keys or inline: `spark.remote = ...`
             names = [str(p) for p in path[cut:] if isinstance(p, str)]
             for wanted in ([*names, key], names[:1]):
@@ -308,8 +311,9 @@ class _Parser:
         except (TypeError, ValueError) as exc:
             if isinstance(exc, PipelineError):
                 raise
-            raise self.error(f"{label}: {exc}", where,
-                             "python" if "python" in raw else "sql") from None
+            culprit = ("args" if isinstance(exc, TypeError) and "args" in raw
+                       else "python" if "python" in raw else "sql")
+            raise self.error(f"{label}: {exc}", where, culprit) from None
         return TaskSpec(name, task, self.locate.line(where))
 
 
