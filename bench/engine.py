@@ -202,7 +202,7 @@ def render(figures: list[Figure], title: str) -> Table:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run, print the table, write bench/results/engine-latest.json."""
+    """Run, print the table, write bench/results/engine-latest.json and a timestamped copy."""
     p = argparse.ArgumentParser(prog="python -m bench.engine", description=__doc__)
     p.add_argument("--quick", action="store_true", help="smaller counts; 20,000 aged")
     p.add_argument("--aged", type=int, default=None, metavar="N",
@@ -228,7 +228,9 @@ def main(argv: list[str] | None = None) -> int:
     RESULTS_DIR.mkdir(exist_ok=True)
     data = {"started": started.isoformat(), "seconds": round(seconds, 1),
             "args": vars(args), "figures": [f.__dict__ for f in figures]}
-    (RESULTS_DIR / "engine-latest.json").write_text(json.dumps(data, indent=2) + "\n")
+    stamp = started.strftime("%Y%m%dT%H%M%SZ")
+    for name in (f"engine-{stamp}{'-quick' if args.quick else ''}.json", "engine-latest.json"):
+        (RESULTS_DIR / name).write_text(json.dumps(data, indent=2) + "\n")
     return 0
 
 
