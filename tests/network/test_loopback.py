@@ -280,3 +280,16 @@ def test_dm_broker_connections(tmp_path: Path, nodes: list[sbroker.Broker]) -> N
     assert any(str(r.get("peer_instance", "")).upper() == b.broker_instance for r in rows)
     a.stop()
     assert a.view("dm_broker_connections") == []
+
+
+def test_one_endpoint_per_database_however_many_processes_start(tmp_path: Path) -> None:
+    with sbroker.Broker.open(tmp_path / "x.db") as first, \
+            sbroker.Broker.open(tmp_path / "x.db") as second:
+        first.create_endpoint(port=0, secret=SECRET, encryption="supported")
+        first.start()
+        second.start()  # the endpoint is already run by a live session: not twice
+        assert first.network.address is not None and second.network.address is None
+        first.stop()
+        second.stop()
+        second.start()  # released: now this one runs it
+        assert second.network.address is not None

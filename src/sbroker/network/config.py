@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DuplicateError, InvalidArgumentError, NotFoundError
-from ..storage import write
+from ..storage import process_alive, write
 
 ENCRYPTION = ("required", "supported", "disabled")
 #: Extra keyword options of create_endpoint / alter_endpoint (protocol and transmitter tunables).
@@ -27,7 +27,8 @@ SCHEMA = (
     """CREATE TABLE IF NOT EXISTS sb_net_endpoint (
         id INTEGER PRIMARY KEY CHECK (id = 1),
         options TEXT NOT NULL,
-        listening_port INTEGER
+        listening_port INTEGER,
+        owner_session INTEGER  -- the broker session (process) running the endpoint
     )""",
     # Messages this instance sends that belong to no local endpoint: forwarded ones, and the
     # errors a refused first message gets back (unknown service, contract not supported).
@@ -197,6 +198,29 @@ def drop(conn: sqlite3.Connection) -> None:
 def set_listening_port(conn: sqlite3.Connection, port: int | None) -> None:
     with write(conn):
         conn.execute("UPDATE sb_net_endpoint SET listening_port = ?", (port,))
+
+
+def claim(conn: sqlite3.Connection, session_id: int) -> bool:
+    """Make this session the one that runs the endpoint, unless a live process already does
+    (one listener and one transmitter per database, however many processes open it)."""
+    with write(conn):
+        row = conn.execute("SELECT owner_session FROM sb_net_endpoint").fetchone()
+        owner = None if row is None else row[0]
+        if owner is not None and owner != session_id:
+            alive = conn.execute(
+                "SELECT pid, start_token, host FROM sb_sessions WHERE session_id = ?", (owner,)
+            ).fetchone()
+            if alive is not None and process_alive(*alive):
+                return False
+        conn.execute("UPDATE sb_net_endpoint SET owner_session = ?", (session_id,))
+        return True
+
+
+def release(conn: sqlite3.Connection, session_id: int) -> None:
+    with write(conn):
+        conn.execute(
+            "UPDATE sb_net_endpoint SET owner_session = NULL, listening_port = NULL"
+            " WHERE owner_session = ?", (session_id,))
 
 
 def listening_port(conn: sqlite3.Connection) -> int | None:

@@ -99,7 +99,15 @@ class NetworkService:
             cfg.check_startable()
             with self.broker.db.connection() as conn:
                 cfg_mod.ensure_schema(conn)
-            self._start(cfg)
+                if not cfg_mod.claim(conn, self.broker.session_id):
+                    log.info("another process runs this database's endpoint: not starting it")
+                    return
+            try:
+                self._start(cfg)
+            except BaseException:
+                with self.broker.db.connection() as conn:
+                    cfg_mod.release(conn, self.broker.session_id)
+                raise
 
     def _start(self, cfg: cfg_mod.EndpointConfig) -> None:
         b = self.broker
@@ -168,7 +176,7 @@ class NetworkService:
                 with contextlib.suppress(Exception):
                     transport.stop()
                 with contextlib.suppress(Exception), self.broker.db.connection() as conn:
-                    cfg_mod.set_listening_port(conn, None)
+                    cfg_mod.release(conn, self.broker.session_id)
             self.address = None
             if self._tls_dir is not None:
                 self._tls_dir.cleanup()
