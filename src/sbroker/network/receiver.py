@@ -62,6 +62,7 @@ class Receiver:
         self.on_outbox = on_outbox
         self.stats = Stats()
         self.neighbors: set[UUID] = set()  # instances seen sending to us directly
+        self._held: int | None = None
 
     # -- receive state --------------------------------------------------------------------
     def receive_state(self, key: DialogKey) -> int:
@@ -86,6 +87,7 @@ class Receiver:
         outbox = [False]
 
         def apply(conn: sqlite3.Connection) -> Context:
+            self._held = None  # bytes held for forwarding, looked up once per batch
             ctx = Context(conn, b._catalog_for(conn, max_age=0.05), b.clock.now(), b.anti_replay)
             endpoints: dict[tuple[str, bool], Endpoint | None] = {}
             dirty: dict[str, Endpoint] = {}
@@ -275,9 +277,12 @@ class Receiver:
         if row is not None and msg.seq < row[0]:
             self.stats.duplicates += 1
             return False
-        held = ctx.conn.execute("SELECT coalesce(sum(length(body)), 0) FROM sb_net_outbox")
-        if held.fetchone()[0] + len(msg.body) > self.forward_bytes:
+        if self._held is None:
+            self._held = int(ctx.conn.execute(
+                "SELECT coalesce(sum(length(body)), 0) FROM sb_net_outbox").fetchone()[0])
+        if self._held + len(msg.body) > self.forward_bytes:
             raise ForwardLimitError("message_forward_size reached: forwarding waits")
+        self._held += len(msg.body)
         self._set_inbound(ctx, conv, msg, refused=False)
         ctx.conn.execute(
             "INSERT INTO sb_net_outbox(conversation_id, from_initiator, msn, from_service,"
