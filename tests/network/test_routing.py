@@ -153,10 +153,14 @@ def test_no_route_waits_in_words_then_goes_when_a_route_appears(
 
 
 def test_acknowledged_rows_are_deleted_and_a_closed_initiator_goes_with_its_last(
-        broker: sbroker.Broker) -> None:
+        broker: sbroker.Broker, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sbroker.network.transmitter as transmitter_module
+
+    monkeypatch.setattr(transmitter_module, "FORGET_DELAY", 0.0)
     broker.create_route("r", "SvcB", "tcp://127.0.0.1:4999")
     rec = Recorder()
-    t = _transmitter(broker, rec)
+    forgotten: list[object] = []
+    t = _transmitter(broker, rec, forget=forgotten.append)
     try:
         h = _send(broker, 2)
         wait_for(lambda: len(rec.sent) == 2)
@@ -169,6 +173,9 @@ def test_acknowledged_rows_are_deleted_and_a_closed_initiator_goes_with_its_last
             conn.execute("UPDATE sb_endpoints SET state = 'CD' WHERE handle = ?", (h,))
         t.acked([MessageAcked(rec.sent[1][0].key, 1)])
         wait_for(lambda: not broker.view("conversation_endpoints"), what="initiator deleted")
+        # both directions of the finished conversation leave the protocol core
+        wait_for(lambda: {(k.conversation_id, k.from_initiator) for k in forgotten}  # type: ignore[attr-defined]
+                 == {(rec.sent[0][0].conversation_id, d) for d in (True, False)})
     finally:
         t.stop()
 

@@ -55,11 +55,14 @@ class Receiver:
     def __init__(
         self, broker: Broker, *, forwarding: bool, forward_bytes: int,
         on_outbox: Callable[[], None] = lambda: None,
+        on_closed: Callable[[str, bool], None] = lambda conversation_id, direction: None,
     ) -> None:
         self.broker = broker
         self.forwarding = forwarding
         self.forward_bytes = forward_bytes
         self.on_outbox = on_outbox
+        self.on_closed = on_closed
+        self._closed: list[tuple[str, bool]] = []
         self.stats = Stats()
         self.neighbors: set[UUID] = set()  # instances seen sending to us directly
         self._held: int | None = None
@@ -88,6 +91,7 @@ class Receiver:
 
         def apply(conn: sqlite3.Connection) -> Context:
             self._held = None  # bytes held for forwarding, looked up once per batch
+            self._closed = []
             ctx = Context(conn, b._catalog_for(conn, max_age=0.05), b.clock.now(), b.anti_replay)
             endpoints: dict[tuple[str, bool], Endpoint | None] = {}
             dirty: dict[str, Endpoint] = {}
@@ -105,6 +109,8 @@ class Receiver:
         b._after_commit(ctx.ready_queues, False, set(), ctx.tq_changed)
         if outbox[0] or ctx.tq_changed:
             self.on_outbox()
+        for conversation_id, direction in self._closed:
+            self.on_closed(conversation_id, direction)
 
     def _one(
         self, ctx: Context, peer: UUID, msg: Message,
@@ -175,6 +181,8 @@ class Receiver:
         dialogs.apply_incoming(ctx, ep, msg.seq, msg.message_type, msg.body, m.new_id())
         if msg.message_type in (m.END_DIALOG, m.ERROR):
             endpoints.pop(cache_key, None)  # it may have been closed or deleted
+            if ep.state == "CD":  # this direction is over: its protocol state can go
+                self._closed.append((conv, msg.from_initiator))
         return False
 
     @staticmethod

@@ -144,10 +144,12 @@ class NetworkService:
             b, self._send, starvation=cfg.tunable("starvation_seconds", 10.0),
             max_in_flight=int(cfg.tunable("max_in_flight", 20_000)),
             honor=lambda: honor, neighbors=lambda: receiver.neighbors,
+            forget=self._forget,
         )
         receiver = Receiver(b, forwarding=cfg.message_forwarding,
                             forward_bytes=cfg.message_forward_size * 1024 * 1024,
-                            on_outbox=transmitter.wake)
+                            on_outbox=transmitter.wake,
+                            on_closed=lambda conv, d: transmitter.forget_later(conv, d))
         transport = BrokerTransport(tcfg, _Handler(receiver, transmitter),
                                     rng=TransportRandom())
         self.address = transport.start()
@@ -155,6 +157,11 @@ class NetworkService:
         with b.db.connection() as conn:
             cfg_mod.set_listening_port(conn, self.address[1])
         transmitter.start()
+
+    def _forget(self, key: DialogKey) -> None:
+        transport = self.transport
+        if transport is not None:
+            transport.forget(key)
 
     def _send(self, batch: list[tuple[Message, Address, UUID | None]]) -> None:
         transport = self.transport

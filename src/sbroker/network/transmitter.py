@@ -32,7 +32,8 @@ log = logging.getLogger("sbroker.network")
 FULL_SCAN_SECONDS = 1.0  # look at every waiting row this often (routes, lifetimes, reuse)
 POLL_SECONDS = 0.01  # how often to look for commits by other connections or processes
 CLEANUP_SECONDS = 30.0
-SCAN_BATCH = 2000  # rows handed over per pass: the first ones go while the rest are read
+SCAN_BATCH = 2000
+FORGET_DELAY = 10.0  # rows handed over per pass: the first ones go while the rest are read
 
 # Rows to hand over as one JSON value: one step for a chunk instead of one per row.
 _TQ_JSON = (
@@ -77,13 +78,16 @@ class Transmitter:
 
     def __init__(self, broker: Broker, send: Send, *, starvation: float, max_in_flight: int,
                  honor: Callable[[], bool],
-                 neighbors: Callable[[], set[UUID]] = set) -> None:
+                 neighbors: Callable[[], set[UUID]] = set,
+                 forget: Callable[[DialogKey], None] = lambda key: None) -> None:
         self.broker = broker
         self._send = send
         self.starvation = starvation
         self.max_in_flight = max_in_flight
         self._honor = honor
         self._neighbors = neighbors
+        self._forget = forget
+        self._forgets: list[tuple[float, DialogKey]] = []  # (monotonic deadline, key)
         self._cond = threading.Condition()
         self._acks: list[MessageAcked] = []
         self._failures: dict[Address, str] = {}
@@ -107,6 +111,14 @@ class Transmitter:
         with self._cond:
             self._failures[address] = reason
             self._cond.notify_all()
+
+    def forget_later(self, conversation_id: str, *directions: bool) -> None:
+        """Drop the protocol core's state of a finished conversation after FORGET_DELAY (a
+        last acknowledgement still due goes first; a late duplicate is still recognised from
+        the database)."""
+        at = time.monotonic() + FORGET_DELAY
+        with self._cond:
+            self._forgets += [(at, DialogKey(UUID(conversation_id), d)) for d in directions]
 
     def wake(self) -> None:
         with self._cond:
@@ -159,6 +171,8 @@ class Transmitter:
                         if full:
                             last_full, catalog_version = now, cat.version
                         watermark = self._scan(conn, 0 if full else watermark)
+                    if self._forgets and self._forgets[0][0] <= now:
+                        self._forget_due(now)
                     if now - last_cleanup >= CLEANUP_SECONDS:
                         last_cleanup = now
                         self._cleanup()
@@ -291,14 +305,20 @@ class Transmitter:
                 conn.execute(f"DELETE FROM sb_transmission_queue WHERE tq_id IN ({marks})", ids)
             conn.executemany("DELETE FROM sb_net_outbox WHERE id = ?", out)
             # A closed initiator waited for its last message to be acknowledged.
-            conn.executemany(
-                "DELETE FROM sb_endpoints WHERE handle = ? AND state = 'CD' AND is_initiator = 1"
-                " AND NOT EXISTS (SELECT 1 FROM sb_transmission_queue WHERE handle = ?)",
-                [(h, h) for h in handles],
-            )
+            for h in handles:
+                row = conn.execute(
+                    "DELETE FROM sb_endpoints WHERE handle = ? AND state = 'CD'"
+                    " AND is_initiator = 1 AND NOT EXISTS"
+                    " (SELECT 1 FROM sb_transmission_queue WHERE handle = ?)"
+                    " RETURNING conversation_id", (h, h)).fetchone()
+                if row is not None:
+                    closed.append(row[0])
 
+        closed: list[str] = []
         self.broker.db.writer.run(delete, durable=False)
         self.acknowledged += len(tq) + len(out)
+        for conversation_id in closed:
+            self.forget_later(conversation_id, True, False)
 
     def _record_failures(self, failures: dict[Address, str]) -> None:
         statuses = [
@@ -325,6 +345,13 @@ class Transmitter:
         for kind, rid, text in statuses:
             if (kind, rid) in self._flight:
                 self._status[(kind, rid)] = text
+
+    def _forget_due(self, now: float) -> None:
+        with self._cond:
+            due = [key for at, key in self._forgets if at <= now]
+            self._forgets = [(at, key) for at, key in self._forgets if at > now]
+        for key in due:
+            self._forget(key)
 
     def _cleanup(self) -> None:
         """Drop rows whose endpoint is gone and expired refusal/forwarding state."""
