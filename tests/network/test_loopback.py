@@ -293,3 +293,66 @@ def test_one_endpoint_per_database_however_many_processes_start(tmp_path: Path) 
         second.stop()
         second.start()  # released: now this one runs it
         assert second.network.address is not None
+
+
+def _certificates(folder: Path, name: str, ca_name: str) -> dict[str, str]:
+    """A CA (by name, reused) and a certificate it signs for ``name``, as PEM files."""
+    crypto = pytest.importorskip("cryptography")
+    del crypto
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    def pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
+        return key.private_bytes(serialization.Encoding.PEM,
+                                 serialization.PrivateFormat.PKCS8,
+                                 serialization.NoEncryption())
+
+    start = datetime.datetime(2020, 1, 1, tzinfo=datetime.UTC)
+    end = datetime.datetime(2100, 1, 1, tzinfo=datetime.UTC)
+    ca_key_path, ca_path = folder / f"{ca_name}.key", folder / f"{ca_name}.pem"
+    ca_subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, ca_name)])
+    if not ca_path.exists():
+        ca_key = ec.generate_private_key(ec.SECP256R1())
+        ca_cert = (x509.CertificateBuilder().subject_name(ca_subject).issuer_name(ca_subject)
+                   .public_key(ca_key.public_key()).serial_number(1)
+                   .not_valid_before(start).not_valid_after(end)
+                   .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+                   .sign(ca_key, hashes.SHA256()))
+        ca_key_path.write_bytes(pem_key(ca_key))
+        ca_path.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
+    ca_key = serialization.load_pem_private_key(ca_key_path.read_bytes(), None)
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+            .issuer_name(ca_subject).public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(start).not_valid_after(end)
+            .sign(ca_key, hashes.SHA256()))
+    (folder / f"{name}.key").write_bytes(pem_key(key))
+    (folder / f"{name}.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return {"certificate": str(folder / f"{name}.pem"),
+            "private_key": str(folder / f"{name}.key"), "ca": str(ca_path)}
+
+
+@pytest.mark.parametrize("same_ca", [True, False])
+def test_certificates_authenticate_peers(tmp_path: Path, nodes: list[sbroker.Broker],
+                                         same_ca: bool) -> None:
+    a_certs = _certificates(tmp_path, "a", "ca1")
+    b_certs = _certificates(tmp_path, "b", "ca1" if same_ca else "ca2")
+    a = node(tmp_path, "a", services={"SvcA": []}, secret=None, **a_certs)
+    b = node(tmp_path, "b", services={"SvcB": ["DEFAULT"]}, secret=None, **b_certs)
+    nodes += [a, b]
+    route(a, "SvcB", b)
+    _begin(a, "certified")
+    if same_ca:
+        assert [x.text() for x in receive(b, 1)] == ["certified"]
+        rows = wait_for(lambda: a.view("dm_broker_connections"), what="a connection row")
+        assert any("TLS" in str(r) for r in rows)
+    else:
+        wait_for(lambda: [r for r in tq(a) if r["transmission_status"]], what="a failure")
+        assert b.peek("q") == [] and endpoints(b) == []
