@@ -257,9 +257,17 @@ class Broker:
     def drop_route(self, name: str) -> None:
         self._ddl(cat_mod.drop_route, name)
 
-    def create_endpoint(self, host: str = "127.0.0.1", port: int = 4022, **options: Any) -> None:
-        """The broker endpoint (SPEC §7); see :func:`sbroker.network.config.create_endpoint`."""
-        self.network.create_endpoint(host, port, **options)
+    def create_endpoint(self, host: str = "127.0.0.1", port: int = 4022, *,
+                        secret: str | bytes | None = None, certificate: str | None = None,
+                        private_key: str | None = None, ca: str | None = None,
+                        encryption: str = "required", message_forwarding: bool = False,
+                        message_forward_size: int = 10, **tunables: Any) -> None:
+        """The broker endpoint (SPEC §7); ``tunables``: see ``sbroker.network.config.TUNABLES``
+        (fragment_size, retry_initial, retry_max, idle_timeout, starvation_seconds, ...)."""
+        self.network.create_endpoint(
+            host, port, secret=secret, certificate=certificate, private_key=private_key, ca=ca,
+            encryption=encryption, message_forwarding=message_forwarding,
+            message_forward_size=message_forward_size, **tunables)
 
     def alter_endpoint(self, **options: Any) -> None:
         self.network.alter_endpoint(**options)
