@@ -144,7 +144,7 @@ class NetworkService:
             b, self._send, starvation=cfg.tunable("starvation_seconds", 10.0),
             max_in_flight=int(cfg.tunable("max_in_flight", 20_000)),
             honor=lambda: honor, neighbors=lambda: receiver.neighbors,
-            forget=self._forget,
+            forget=self._forget, known=self._known_addresses,
         )
         receiver = Receiver(b, forwarding=cfg.message_forwarding,
                             forward_bytes=cfg.message_forward_size * 1024 * 1024,
@@ -157,6 +157,17 @@ class NetworkService:
         with b.db.connection() as conn:
             cfg_mod.set_listening_port(conn, self.address[1])
         transmitter.start()
+
+    def _known_addresses(self) -> set[Address]:
+        """Addresses this transport dialled and authenticated a peer at (open or closed)."""
+        out: set[Address] = set()
+        for row in self.connections():
+            if row.get("is_accept") or not row.get("peer_instance"):
+                continue
+            host, _, port = str(row.get("peer", "")).rpartition(":")
+            if port.isdigit():
+                out.add((host, int(port)))
+        return out
 
     def _forget(self, key: DialogKey) -> None:
         transport = self.transport

@@ -32,8 +32,9 @@ log = logging.getLogger("sbroker.network")
 FULL_SCAN_SECONDS = 1.0  # look at every waiting row this often (routes, lifetimes, reuse)
 POLL_SECONDS = 0.01  # how often to look for commits by other connections or processes
 CLEANUP_SECONDS = 30.0
-SCAN_BATCH = 2000
-FORGET_DELAY = 10.0  # rows handed over per pass: the first ones go while the rest are read
+SCAN_BATCH = 2000  # rows handed over per pass: the first ones go while the rest are read
+FORGET_DELAY = 10.0  # seconds before a finished conversation leaves the protocol core
+NUDGE_SECONDS = 3.0  # no acknowledgement for this long while messages wait: nudge
 
 # Rows to hand over as one JSON value: one step for a chunk instead of one per row.
 _TQ_JSON = (
@@ -77,6 +78,7 @@ class Transmitter:
     """A thread that feeds the protocol core from the durable queues."""
 
     def __init__(self, broker: Broker, send: Send, *, starvation: float, max_in_flight: int,
+                 known: Callable[[], set[Address]] = set,
                  honor: Callable[[], bool],
                  neighbors: Callable[[], set[UUID]] = set,
                  forget: Callable[[DialogKey], None] = lambda key: None) -> None:
@@ -86,6 +88,7 @@ class Transmitter:
         self.max_in_flight = max_in_flight
         self._honor = honor
         self._neighbors = neighbors
+        self._known = known
         self._forget = forget
         self._forgets: list[tuple[float, DialogKey]] = []  # (monotonic deadline, key)
         self._cond = threading.Condition()
@@ -98,11 +101,14 @@ class Transmitter:
         self._flight: dict[tuple[str, int], tuple[DialogKey, int, Address]] = {}
         self._by_key: dict[tuple[DialogKey, int], tuple[str, int]] = {}
         self._status: dict[tuple[str, int], str] = {}
+        self._last: dict[Address, tuple[Message, UUID | None]] = {}  # for nudges
+        self._last_ack = time.monotonic()
         self.sent = 0
         self.acknowledged = 0
 
     # -- called by the transport (loop thread) and the receiver ---------------------------
     def acked(self, acks: list[MessageAcked]) -> None:
+        self._last_ack = time.monotonic()
         with self._cond:
             self._acks.extend(acks)
             self._cond.notify_all()
@@ -171,6 +177,8 @@ class Transmitter:
                         if full:
                             last_full, catalog_version = now, cat.version
                         watermark = self._scan(conn, 0 if full else watermark)
+                    if full and self._flight and now - self._last_ack >= NUDGE_SECONDS:
+                        self._nudge()
                     if self._forgets and self._forgets[0][0] <= now:
                         self._forget_due(now)
                     if now - last_cleanup >= CLEANUP_SECONDS:
@@ -250,6 +258,7 @@ class Transmitter:
             # A reply to an instance that talks to us directly reuses its connection.
             target_id = msg.target_instance
             batch.append((msg, address, target_id if target_id in neighbors else None))
+            self._last[address] = (msg, batch[-1][2])
         if batch:
             self._send(batch)
             self.sent += len(batch)
@@ -345,6 +354,17 @@ class Transmitter:
         for kind, rid, text in statuses:
             if (kind, rid) in self._flight:
                 self._status[(kind, rid)] = text
+
+    def _nudge(self) -> None:
+        """Hand the latest unacknowledged message of each address over again: a no-op for
+        the core, but it wakes the connection that carries it (a connection that won a
+        simultaneous dial can otherwise sit until its next keepalive)."""
+        known = self._known()  # addresses a connection was once established with
+        batch = [(msg, address, peer) for address, (msg, peer) in self._last.items()
+                 if (msg.key, msg.seq) in self._by_key and (peer is not None or address in known)]
+        if batch:
+            self._send(batch)
+        self._last_ack = time.monotonic()
 
     def _forget_due(self, now: float) -> None:
         with self._cond:
