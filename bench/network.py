@@ -6,6 +6,8 @@ Two figures per setting: "transfer" (the network layer: with the messages waitin
 transmission queue, from the moment a route to B is created until all are durably in B's queue
 and acknowledged back), and "end to end" (from the first SEND commit on A to the commit of the
 RECEIVE that took the last message on B; the applications run in this process).
+Run it from the repository root (it uses the fault-injecting proxy of ``tests/network``).
+Options: ``--retry-initial`` (seed default 2 s), ``--loss``, ``--messages``, ``--dialogs``.
 """
 
 from __future__ import annotations
