@@ -64,6 +64,7 @@ class Writer:
         self._lazy: dict[str, tuple[int, str, int, float]] = {}  # group -> lock row values
         self._closing = False
         self._timer: threading.Thread | None = None
+        self._wake = threading.Event()  # set when a lazy transaction opens
         self.batches = 0
         self.items = 0
 
@@ -104,6 +105,14 @@ class Writer:
                 conn.execute(f"PRAGMA synchronous = {sync}")
                 self._current_sync = sync
         return conn
+
+    def _protect_lazy(self, conn: sqlite3.Connection) -> None:
+        """After a ROLLBACK, in-memory locks are no longer covered by the write lock: write
+        them now."""
+        if self._lazy:
+            conn.execute("BEGIN IMMEDIATE")
+            self._open = True
+            self._commit_open(conn)
 
     def _commit_open(self, conn: sqlite3.Connection) -> None:
         """Commit the open lazy transaction (writing its locks), if there is one."""
@@ -195,7 +204,7 @@ class Writer:
         except BaseException as exc:
             self._finish(batch, exc)
             return
-        alone = len(batch) == 1 and not self._open
+        alone = len(batch) == 1
         for it in batch:
             try:
                 if alone:
@@ -213,6 +222,8 @@ class Writer:
                 it.error = exc
                 if alone:
                     conn.execute("ROLLBACK")
+                    self._open = False
+                    self._protect_lazy(conn)
                     self._finish(batch, None)
                     return
         if lazy and self._lazy:
@@ -220,6 +231,7 @@ class Writer:
                 self._open = True
                 self._opened_at = time.monotonic()
                 self._ensure_timer()
+                self._wake.set()
             self._finish(batch, None)
             return
         try:
@@ -230,6 +242,8 @@ class Writer:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             self._open = False
+            with contextlib.suppress(sqlite3.Error):
+                self._protect_lazy(conn)
             self._finish(batch, exc)
             return
         self._open = False
@@ -253,39 +267,50 @@ class Writer:
                 self._timer.start()
 
     def _close_lazily(self) -> None:
-        """Commit a lazy transaction that stayed open LAZY_SECONDS; idle a while, then exit."""
-        while True:
+        """Commit a lazy transaction that stayed open LAZY_SECONDS; idle a while, then exit.
+        It sleeps on its own (never on the writer's condition), so batches do not wake it."""
+        while not self._closing:
+            if not self._open:
+                self._wake.clear()
+                if not self._open and not self._wake.wait(1.0):
+                    with self._cond:
+                        if not self._open and not self._wake.is_set():
+                            self._timer = None
+                            return
+                continue
+            remaining = self._opened_at + LAZY_SECONDS - time.monotonic()
+            if remaining > 0:
+                time.sleep(remaining)
+                continue
             with self._cond:
-                if self._closing:
-                    self._timer = None
-                    return
-                if not self._open:
-                    if not self._cond.wait(1.0) and not self._open:
-                        self._timer = None
-                        return
-                    continue
-                if self._leading:
-                    self._cond.wait()
-                    continue
-                remaining = self._opened_at + LAZY_SECONDS - time.monotonic()
-                if remaining > 0:
-                    self._cond.wait(remaining)
-                    continue
-                self._leading = True
+                if self._leading or not self._open:
+                    busy = True
+                else:
+                    busy = False
+                    self._leading = True
+            if busy:
+                time.sleep(LAZY_SECONDS / 4)  # the leader's batch will commit or keep it
+                continue
             try:
                 conn = self._conn
                 if conn is not None:
-                    self._commit_open(conn)
+                    try:
+                        self._commit_open(conn)
+                    except sqlite3.Error:
+                        self._protect_lazy(conn)
             except sqlite3.Error:
-                pass  # the next batch begins afresh; the locks stay in memory meanwhile
+                pass  # still failing: the next batch writes the locks with its commit
             finally:
                 with self._cond:
                     self._leading = False
                     self._cond.notify_all()
+        with self._cond:
+            self._timer = None
 
     def close(self) -> None:
         with self._cond:
             self._closing = True
+            self._wake.set()
             self._cond.notify_all()
             # Never close the connection under a batch or a transaction of another thread;
             # this thread's own held transaction cannot be running a statement now.
