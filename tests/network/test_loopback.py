@@ -356,3 +356,17 @@ def test_certificates_authenticate_peers(tmp_path: Path, nodes: list[sbroker.Bro
     else:
         wait_for(lambda: [r for r in tq(a) if r["transmission_status"]], what="a failure")
         assert b.peek("q") == [] and endpoints(b) == []
+
+
+def test_transport_route_takes_the_address_from_the_service_name(
+        tmp_path: Path, nodes: list[sbroker.Broker]) -> None:
+    a = node(tmp_path, "a", services={"SvcA": []})
+    b = node(tmp_path, "b")
+    nodes += [a, b]
+    target = f"tcp://127.0.0.1:{port(b)}/Orders"
+    b.create_service(target, "q", ["DEFAULT"])
+    a.create_route("transport", None, "TRANSPORT")
+    route(b, "SvcA", a)
+    _begin(a, "via TRANSPORT", to=target)
+    (got,) = receive(b, 1)
+    assert got.text() == "via TRANSPORT" and got.service_name == target
