@@ -370,3 +370,12 @@ def test_transport_route_takes_the_address_from_the_service_name(
     _begin(a, "via TRANSPORT", to=target)
     (got,) = receive(b, 1)
     assert got.text() == "via TRANSPORT" and got.service_name == target
+
+
+def test_a_busy_port_is_a_clear_error(tmp_path: Path, nodes: list[sbroker.Broker]) -> None:
+    a = node(tmp_path, "a")
+    nodes.append(a)
+    with sbroker.Broker.open(tmp_path / "other.db") as other:
+        other.create_endpoint(port=port(a), secret=SECRET)
+        with pytest.raises(sbroker.BrokerError, match="cannot listen on 127.0.0.1"):
+            other.start()

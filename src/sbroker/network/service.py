@@ -10,6 +10,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+from ..errors import BrokerError
 from ..protocol import DialogConfig, DialogKey, Message, MessageAcked
 from ..protocol.transport import BrokerTransport, TransportConfig
 from . import config as cfg_mod
@@ -152,7 +153,11 @@ class NetworkService:
                             on_closed=lambda conv, d: transmitter.forget_later(conv, d))
         transport = BrokerTransport(tcfg, _Handler(receiver, transmitter),
                                     rng=TransportRandom())
-        self.address = transport.start()
+        try:
+            self.address = transport.start()
+        except OSError as exc:
+            raise BrokerError(f"the broker endpoint cannot listen on {cfg.host}:{cfg.port}:"
+                              f" {exc.strerror or exc}") from None
         self.transport, self.transmitter, self.receiver = transport, transmitter, receiver
         with b.db.connection() as conn:
             cfg_mod.set_listening_port(conn, self.address[1])
