@@ -371,6 +371,7 @@ class BrokerTransport:
                 winner.session.attach(self._engine(peer))
             loser.session.close("duplicate connection", self._clock())
             loser.wake.set()
+            winner.wake.set()  # it may hold messages handed over while it had no engine
             return
         self._by_peer[peer] = conn
 
