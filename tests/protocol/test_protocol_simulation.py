@@ -8,7 +8,7 @@ from collections.abc import Callable
 from uuid import UUID
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from protocol_sim import Faults, Node, Sim
 
