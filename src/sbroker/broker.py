@@ -49,7 +49,7 @@ class Broker:
         self._catalog: Catalog | None = None
         self._catalog_checked = 0.0
         self._catalog_lock = threading.Lock()
-        self._endpoint_cache: dict[str, dialogs.Endpoint] = {}
+        self._endpoint_cache: dict[str, tuple[Any, ...]] = {}
         self._last_reap = 0.0
         self.notifier = Notifier(clock, db._connect)
         self.session_id = db.register_session(clock.now())
@@ -175,7 +175,7 @@ class Broker:
         cache = self._endpoint_cache
         if len(cache) >= ENDPOINT_CACHE_SIZE:
             cache.pop(next(iter(cache)))
-        cache[ep.handle] = ep
+        cache[ep.handle] = tuple(ep.__dict__.values())  # rebuilt with Endpoint(*row)
 
     def _forget_endpoints(self, handles: Iterable[str]) -> None:
         for handle in handles:

@@ -166,11 +166,17 @@ def transmit(ctx: Context, ep: Endpoint, mtype: str, body: bytes) -> None:
     _route(ctx, ep, msn, mtype, body)
 
 
-_SEND = (
-    "UPDATE sb_endpoints SET send_seq = send_seq + 1,"
-    " state = CASE WHEN state IN ('SO', 'SI', 'CO') THEN 'CO' ELSE state END"
-    f" WHERE handle = ? RETURNING {_COLUMNS}"
+# SEND at commit, one read: the sender, whether it has messages waiting in the transmission
+# queue (they must go first), and its peer endpoint if that is in this database.
+_SENDER = (
+    "SELECT " + ", ".join(f"s.{f.name}" for f in fields(Endpoint))
+    + ", EXISTS(SELECT 1 FROM sb_transmission_queue t WHERE t.handle = s.handle), "
+    + ", ".join(f"p.{f.name}" for f in fields(Endpoint))
+    + " FROM sb_endpoints s LEFT JOIN sb_endpoints p ON p.conversation_id = s.conversation_id"
+    " AND p.is_initiator = 1 - s.is_initiator WHERE s.handle = ?"
 )
+_N_FIELDS = len(fields(Endpoint))
+_CO = State.CO.value
 
 
 def send_user_message(ctx: Context, handle: str, mtype: str, body: bytes) -> None:
@@ -194,20 +200,32 @@ def send_user_message(ctx: Context, handle: str, mtype: str, body: bytes) -> Non
             ctx.ready_queues.add(peer.queue_id)
             return
         flush(ctx)  # an invalid body: the ordinary path produces the Error
-    ep = _row(ctx.conn.execute(_SEND, (handle,)).fetchone())
-    if ep is None:
+    row = ctx.conn.execute(_SENDER, (handle,)).fetchone()
+    if row is None:
         raise CommitConflictError(
             f"the conversation {handle} was ended and removed before COMMIT", 8426
         )
+    ep = _row(row[:_N_FIELDS])
+    assert ep is not None
     if ep.state not in SENDABLE:
         raise CommitConflictError(
             f"the conversation {handle} changed to state {ep.state} before COMMIT;"
             " SEND is no longer allowed", 8429,
         )
+    msn = ep.send_seq
+    ep.send_seq += 1
+    if ep.state == _CO:
+        ctx.conn.execute("UPDATE sb_endpoints SET send_seq = ? WHERE handle = ?",
+                         (ep.send_seq, handle))
+    else:
+        ep.state = _CO
+        _save_state(ctx, ep)
+    peer_row = row[_N_FIELDS + 1:]
+    prefetched = (bool(row[_N_FIELDS]), _row(peer_row) if peer_row[0] is not None else None)
     ctx.last_peer = None
-    _route(ctx, ep, ep.send_seq - 1, mtype, body)
+    _route(ctx, ep, msn, mtype, body, prefetched=prefetched)
     last = ctx.last_peer
-    if last is not None and last.state == State.CO.value:
+    if last is not None and last.state == _CO:
         queue = ctx.catalog.queues_by_id.get(ep.queue_id)
         if queue is not None and not queue.retention:
             ctx.fast[handle] = (ep, last, ep.send_seq)
@@ -236,18 +254,22 @@ _PEER_AND_PENDING = (
 _UNLOADED = object()
 
 
-def _route(ctx: Context, ep: Endpoint, msn: int, mtype: str, body: bytes) -> None:
-    """Deliver locally, or leave the message in the transmission queue."""
+def _route(ctx: Context, ep: Endpoint, msn: int, mtype: str, body: bytes, *,
+           prefetched: tuple[bool, Endpoint | None] | None = None) -> None:
+    """Deliver locally, or leave the message in the transmission queue.  ``prefetched``:
+    (messages waiting in the transmission queue, peer endpoint) when the caller read them."""
     message_id = m.new_id()
     queue = ctx.catalog.queues_by_id.get(ep.queue_id)
     if queue is not None and queue.retention and mtype not in m.SYSTEM_MESSAGE_TYPES:
         _enqueue(ctx, ep, msn, mtype, body, message_id, status=3)
     if _is_local(ctx, ep):
-        row = ctx.conn.execute(
-            _PEER_AND_PENDING, (ep.handle, ep.conversation_id, int(not ep.is_initiator))
-        ).fetchone()
-        if not row[0]:
-            peer = _row(row[1:]) if row[1] is not None else None
+        if prefetched is None:
+            row = ctx.conn.execute(
+                _PEER_AND_PENDING, (ep.handle, ep.conversation_id, int(not ep.is_initiator))
+            ).fetchone()
+            prefetched = (bool(row[0]), _row(row[1:]) if row[1] is not None else None)
+        pending, peer = prefetched
+        if not pending:
             status = deliver_local(ctx, ep, msn, mtype, body, message_id, peer=peer)
             if status is None:
                 return

@@ -21,7 +21,7 @@ class Notifier:
 
     def __init__(self, clock: Clock, connect: Callable[[], sqlite3.Connection]) -> None:
         self.clock = clock
-        self.cond = threading.Condition()
+        self.cond = threading.Condition(threading.Lock())  # not re-entrant: faster
         self.version = 0
         self._epoch = 0  # bumped when we cannot tell which queues changed
         self._queues: dict[int, int] = {}

@@ -168,8 +168,9 @@ class Transaction:
         """The endpoint as this transaction sees it.  ``fresh=False`` may use the broker's
         snapshot (state and contract, for SEND's checks: COMMIT re-reads the row); statements
         that depend on the endpoint's current group pass ``fresh=True``."""
-        if isinstance(handle, str) and handle in self._eps:
-            key = handle
+        if isinstance(handle, str) and (handle in self._eps or (
+                not fresh and handle in self._broker._endpoint_cache)):
+            key = handle  # a handle we have seen is already in canonical form
         else:
             key = normalize_handle(handle)
         if key in self._gone:
@@ -180,12 +181,12 @@ class Transaction:
         if ep is None and not fresh:
             cached = self._broker._endpoint_cache.get(key)
             if cached is not None:
-                ep = self._eps[key] = replace(cached)
+                ep = self._eps[key] = dialogs.Endpoint(*cached)
                 return ep
         loaded = dialogs.load_endpoint(self._c(), key)
         if loaded is None:
             raise ConversationNotFoundError(f"the conversation handle {key} is not found")
-        self._broker._remember_endpoint(replace(loaded))
+        self._broker._remember_endpoint(loaded)
         if ep is not None:
             loaded.state = ep.state  # keep this transaction's own state changes
         self._eps[key] = loaded
@@ -493,8 +494,9 @@ class Transaction:
         writer = self._broker.db.writer
         others = [g for g, e in writer._lazy.items() if e[1] != self._owner]  # leader only
         row = conn.execute(
-            _CANDIDATE, (q.queue_id, q.queue_id, self._owner, json.dumps(list(self._received)),
-                         json.dumps(others))
+            _CANDIDATE, (q.queue_id, q.queue_id, self._owner,
+                         json.dumps(list(self._received)) if self._received else "[]",
+                         json.dumps(others) if others else "[]")
         ).fetchone()
         if row is not None:
             return str(row[0])

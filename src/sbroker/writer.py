@@ -55,7 +55,7 @@ class Writer:
         self._conn: sqlite3.Connection | None = None
         self._sync = sync
         self._current_sync = sync
-        self._cond = threading.Condition()
+        self._cond = threading.Condition(threading.Lock())  # not re-entrant: faster
         self._queue: list[_Item[Any]] = []
         self._leading = False
         self._holder: int | None = None  # thread holding the writer for a transaction
