@@ -28,5 +28,13 @@ lint: setup
 	$(BIN)/ruff check src tests
 	$(BIN)/mypy
 
+bench: setup
+	bash bench/setup.sh
+	$(BIN)/python -m bench
+
+bench-quick: setup
+	bash bench/setup.sh
+	$(BIN)/python -m bench --quick
+
 clean:
 	rm -rf $(VENV) out .pytest_cache .mypy_cache .hypothesis
