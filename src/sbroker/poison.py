@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from . import events
-from .activation.loop import ClockLoop
 from .errors import (
     BrokerError,
     ConversationNotFoundError,
@@ -31,6 +30,7 @@ from .errors import (
     NotFoundError,
     TransactionStateError,
 )
+from .services.loop import ClockLoop
 from .storage import rows_as_dicts
 
 if TYPE_CHECKING:

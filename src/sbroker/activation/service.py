@@ -27,7 +27,7 @@ from ..catalog import Queue
 from ..clock import SystemClock
 from ..errors import InvalidArgumentError
 from ..hooks import EngineHooks
-from .loop import ClockLoop
+from ..services.loop import ClockLoop
 from .monitor import EXTERNAL, INTERNAL, Monitor
 
 if TYPE_CHECKING:

@@ -9,12 +9,13 @@ import time
 
 from ..clock import Clock
 
-log = logging.getLogger("sbroker.activation")
-IDLE_RECHECK = 60.0  # look again at least this often even without news
+log = logging.getLogger("sbroker.services")
 
 
 class ClockLoop:
     """Subclasses implement :meth:`run_once`, returning the next deadline (or None)."""
+
+    idle_recheck = 60.0  # look again at least this often even without news
 
     def __init__(self, clock: Clock, name: str) -> None:
         self.clock = clock
@@ -91,5 +92,5 @@ class ClockLoop:
                     return
                 if self._woken:
                     continue
-                limit = self.clock.now() + IDLE_RECHECK
+                limit = self.clock.now() + self.idle_recheck
                 self.clock.wait(self.cond, limit if deadline is None else min(deadline, limit))
