@@ -291,9 +291,9 @@ def test_a_second_transaction_in_the_thread_of_a_held_one_gets_a_clear_error(
         tx.execute("CREATE TABLE t (x)")
     outer = pair.transaction()
     outer.execute("INSERT INTO t VALUES (1)")  # holds the write lock until it ends
-    with pytest.raises(sbroker.TransactionStateError, match="write lock"):
-        with pair.transaction() as inner:
-            inner.begin_dialog("InitService", "TargetService")
+    with pytest.raises(sbroker.TransactionStateError, match="write lock"), \
+            pair.transaction() as inner:
+        inner.begin_dialog("InitService", "TargetService")
     outer.commit()
     with pair.transaction() as tx:  # the lock is free again
         tx.begin_dialog("InitService", "TargetService")
