@@ -22,6 +22,8 @@ demo: setup
 	$(BIN)/sbroker --db out/demo.db demo
 
 test: setup
+	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest -q
 
 lint: setup
