@@ -648,6 +648,7 @@ class Transaction:
                 finally:
                     if conn.in_transaction:
                         conn.execute("ROLLBACK")
+                    self._broker.db.writer.released()  # we hold the writer: safe here
                     self._drop_hold()
             else:
                 self._broker.db.writer.run(apply, durable=True)

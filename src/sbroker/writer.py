@@ -62,6 +62,9 @@ class Writer:
         self._open = False  # a lazy write transaction is open on self._conn
         self._opened_at = 0.0
         self._lazy: dict[str, tuple[int, str, int, float]] = {}  # group -> lock row values
+        # Groups whose lock was released by a commit still running: observers outside the
+        # writer (activation monitors) must see them locked until that COMMIT has landed.
+        self._releasing: set[str] = set()
         self._closing = False
         self._timer: threading.Thread | None = None
         self._wake = threading.Event()  # set when a lazy transaction opens
@@ -77,15 +80,21 @@ class Writer:
         return None if entry is None else entry[1]
 
     def lazy_groups(self) -> list[str]:
-        """Groups locked in memory only (any thread may ask; a snapshot)."""
-        return list(self._lazy)
+        """Groups locked in memory only, or being released by a commit still running (any
+        thread may ask; a snapshot)."""
+        return [*self._lazy, *self._releasing]
 
     def lazy_release(self, owner: str) -> int:
         """Forget ``owner``'s locks not written yet; how many there were."""
         mine = [g for g, entry in self._lazy.items() if entry[1] == owner]
         for group in mine:
             del self._lazy[group]
+        self._releasing.update(mine)
         return len(mine)
+
+    def released(self) -> None:
+        """The commit that released locks has ended (committed or not)."""
+        self._releasing.clear()
 
     def _materialize(self, conn: sqlite3.Connection) -> None:
         """Write the lazy locks as rows (cleared from memory only once COMMIT succeeded)."""
@@ -122,6 +131,7 @@ class Writer:
                 conn.execute("COMMIT")
                 self._lazy.clear()
             finally:
+                self._releasing.clear()
                 self._open = False
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
@@ -223,6 +233,7 @@ class Writer:
                 if alone:
                     conn.execute("ROLLBACK")
                     self._open = False
+                    self._releasing.clear()
                     self._protect_lazy(conn)
                     self._finish(batch, None)
                     return
@@ -239,6 +250,7 @@ class Writer:
             conn.execute("COMMIT")
             self._lazy.clear()
         except BaseException as exc:
+            self._releasing.clear()
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             self._open = False
@@ -247,6 +259,7 @@ class Writer:
             self._finish(batch, exc)
             return
         self._open = False
+        self._releasing.clear()
         self.batches += 1
         self.items += len(batch)
         self._finish(batch, None)

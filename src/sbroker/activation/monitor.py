@@ -46,6 +46,7 @@ class Monitor:
     tasks_started: int = 0
     tasks_failed: int = 0
     notifications_sent: int = 0
+    empty_receives: int = 0  # a pass checks that none came back empty while it looked
     last_error: str | None = None
     seen_empty: bool = True  # the last look found no ready message at all
     failed: bool = False  # the last activated procedure raised: no immediate restart
@@ -53,6 +54,7 @@ class Monitor:
     def note_receive(self, now: float, *, empty: bool) -> None:
         """A RECEIVE / GET CONVERSATION GROUP on the queue returned."""
         if empty:
+            self.empty_receives += 1
             self.last_empty_rowset_time = now
             self.seen_empty = True
         else:

@@ -222,8 +222,16 @@ class ActivationService(ClockLoop):
                 mon = self.monitor(qid)
                 mon.queue_name, mon.kind = q.name, kind
                 look = q.status and mon.needs_look(now, interval, q.max_queue_readers)
+                empties = mon.empty_receives
             ready, available = self._look(qid) if look else (None, None)
             with self.lock:
+                if mon.empty_receives != empties:
+                    # A RECEIVE came back empty while we looked: our look (messages waiting)
+                    # and "the queue was found empty" would be mixed up as an arrival to an
+                    # empty queue. Look again instead of deciding on it.
+                    self._dirty = True
+                    next_due = now
+                    continue
                 activate = mon.decide(now, interval, enabled=q.status, available=available,
                                       max_readers=q.max_queue_readers, ready=ready)
                 next_due = min(next_due, mon.next_check(now, interval))
