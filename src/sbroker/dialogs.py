@@ -5,6 +5,7 @@ transmission queue for the transmitter."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from dataclasses import dataclass, field, fields
 
@@ -89,6 +90,11 @@ class Context:
     rows: list[tuple[object, ...]] = field(default_factory=list)
     last_peer: Endpoint | None = None
     changed: set[str] = field(default_factory=set)  # endpoints whose state changed or left
+    # Many SENDs in one commit (see prefetch_senders): sender rows read in one statement,
+    # the endpoints the commit has touched since, and send_seq writes kept for flush.
+    pre: dict[str, tuple[object, ...]] = field(default_factory=dict)
+    touched: set[str] = field(default_factory=set)
+    seqs: dict[str, tuple[int, int | None]] = field(default_factory=dict)  # (seq, rowid)
 
 
 def insert_endpoint(ctx: Context, ep: Endpoint) -> None:
@@ -175,8 +181,41 @@ _SENDER = (
     + " FROM sb_endpoints s LEFT JOIN sb_endpoints p ON p.conversation_id = s.conversation_id"
     " AND p.is_initiator = 1 - s.is_initiator WHERE s.handle = ?"
 )
+_SENDERS = _SENDER.replace("s.handle = ?", "s.handle IN (SELECT value FROM json_each(?))")
 _N_FIELDS = len(fields(Endpoint))
+_PEER_HANDLE = _N_FIELDS + 2  # the peer's handle in a _SENDER row
 _CO = State.CO.value
+
+
+def prefetch_senders(ctx: Context, handles: list[str]) -> None:
+    """Read the sender rows of a commit's SENDs in one statement instead of one each.
+
+    A prefetched row is used once, and only while neither its endpoint nor its peer has been
+    touched by this commit (send_user_message checks); otherwise the row is read again.
+    """
+    if len(handles) > 1:
+        rows = ctx.conn.execute(_SENDERS, (json.dumps(handles),)).fetchall()
+        ctx.pre = {row[1]: row for row in rows}
+
+
+def _read_sender(ctx: Context, handle: str) -> tuple[object, ...] | None:
+    row = ctx.pre.pop(handle, None) if ctx.pre else None
+    if row is not None and (
+        handle in ctx.touched or handle in ctx.changed or row[_PEER_HANDLE] in ctx.touched
+        or row[_PEER_HANDLE] in ctx.changed
+    ):
+        row = None  # this commit changed it since it was read
+    if row is None:
+        if ctx.seqs:
+            _write_seqs(ctx)  # what we read must be what is true
+        row = ctx.conn.execute(_SENDER, (handle,)).fetchone()
+    return row
+
+
+def _write_seqs(ctx: Context) -> None:
+    ctx.conn.executemany("UPDATE sb_endpoints SET send_seq = ? WHERE conv_order = ?",
+                         list(ctx.seqs.values()))  # by rowid: no index lookup
+    ctx.seqs.clear()
 
 
 def send_user_message(ctx: Context, handle: str, mtype: str, body: bytes) -> None:
@@ -200,7 +239,7 @@ def send_user_message(ctx: Context, handle: str, mtype: str, body: bytes) -> Non
             ctx.ready_queues.add(peer.queue_id)
             return
         flush(ctx)  # an invalid body: the ordinary path produces the Error
-    row = ctx.conn.execute(_SENDER, (handle,)).fetchone()
+    row = _read_sender(ctx, handle)
     if row is None:
         raise CommitConflictError(
             f"the conversation {handle} was ended and removed before COMMIT", 8426
@@ -215,12 +254,14 @@ def send_user_message(ctx: Context, handle: str, mtype: str, body: bytes) -> Non
     msn = ep.send_seq
     ep.send_seq += 1
     if ep.state == _CO:
-        ctx.conn.execute("UPDATE sb_endpoints SET send_seq = ? WHERE handle = ?",
-                         (ep.send_seq, handle))
+        ctx.seqs[handle] = (ep.send_seq, ep.conv_order)  # written by flush, with the others
     else:
         ep.state = _CO
         _save_state(ctx, ep)
+    ctx.touched.add(handle)
     peer_row = row[_N_FIELDS + 1:]
+    if peer_row[0] is not None:
+        ctx.touched.add(str(peer_row[1]))
     prefetched = (bool(row[_N_FIELDS]), _row(peer_row) if peer_row[0] is not None else None)
     ctx.last_peer = None
     _route(ctx, ep, msn, mtype, body, prefetched=prefetched)
@@ -237,11 +278,11 @@ def flush(ctx: Context) -> None:
         ctx.conn.executemany(_INSERT, ctx.rows)
         ctx.rows.clear()
     for handle, (sender, _, written) in ctx.fast.items():
-        if sender.send_seq != written:
-            ctx.conn.execute(
-                "UPDATE sb_endpoints SET send_seq = ? WHERE handle = ?", (sender.send_seq, handle)
-            )
+        if sender.send_seq != written or handle in ctx.seqs:
+            ctx.seqs[handle] = (sender.send_seq, sender.conv_order)
     ctx.fast.clear()
+    if ctx.seqs:
+        _write_seqs(ctx)
 
 
 # One statement: does the conversation have messages waiting in the transmission queue (they

@@ -63,6 +63,16 @@ _FETCH = (
 )
 
 
+def _sent_handles(ops: list[tuple[Any, ...]]) -> list[str]:
+    """The conversations a transaction that only SENDs sends on, each once (else [])."""
+    seen: dict[str, None] = {}
+    for op in ops:
+        if op[0] != "send":
+            return []
+        seen.update(dict.fromkeys(op[1]))
+    return list(seen)
+
+
 def normalize_handle(handle: object) -> str:
     if isinstance(handle, uuid.UUID):
         return str(handle).upper()
@@ -625,6 +635,8 @@ class Transaction:
         cat = self._cat()
         ctx = dialogs.Context(None, cat, self._broker.clock.now(), self._broker.anti_replay)  # type: ignore[arg-type]
 
+        sent = _sent_handles(self._ops)
+
         def apply(conn: sqlite3.Connection) -> None:
             ctx.conn = conn
             ctx.ready_queues.clear()
@@ -632,6 +644,8 @@ class Transaction:
                 # DDL since the statements ran: check the sends against what is true now.
                 ctx.catalog = self._broker._catalog_for(conn)
                 self._recheck_sends(ctx.catalog)
+            if sent:
+                dialogs.prefetch_senders(ctx, sent)
             for op in self._ops:
                 if op[0] != "send":
                     dialogs.flush(ctx)
