@@ -1,0 +1,138 @@
+"""The group-commit writer under many threads: every item runs exactly once and its own
+thread gets its own result, whatever batches, lead hand-offs and exclusive holders happen."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from sbroker import writer as writer_mod
+from sbroker.writer import Writer
+
+THREADS = 12
+ITEMS = 60
+EXCLUSIVE = 40
+
+
+def _writer(path: Path) -> Writer:
+    def connect() -> sqlite3.Connection:
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=60)
+        conn.execute("PRAGMA journal_mode = WAL")
+        return conn
+
+    setup = connect()
+    setup.execute("CREATE TABLE t (thread INTEGER, i INTEGER, PRIMARY KEY (thread, i))")
+    setup.close()
+    return Writer(connect, "NORMAL")
+
+
+def _hammer(w: Writer, extra: tuple[threading.Thread, ...] = ()) -> list[BaseException]:
+    errors: list[BaseException] = []
+    gate = threading.Barrier(THREADS)
+
+    def work(k: int) -> None:
+        try:
+            gate.wait()
+            for i in range(ITEMS):
+                def fn(conn: sqlite3.Connection, i: int = i) -> tuple[int, int]:
+                    conn.execute("INSERT INTO t VALUES (?, ?)", (k, i))
+                    return k, i
+                assert w.run(fn) == (k, i)  # our own result, not a neighbour's
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(THREADS)]
+    for t in [*threads, *extra]:
+        t.start()
+    deadline = time.monotonic() + 60
+    for t in [*threads, *extra]:
+        t.join(max(0.0, deadline - time.monotonic()))
+        assert not t.is_alive(), "a writer thread is stuck (nobody leads)"
+    return errors
+
+
+def _rows(path: Path) -> int:
+    with sqlite3.connect(path) as conn:
+        return conn.execute("SELECT count(*) FROM t").fetchone()[0]
+
+
+def test_every_item_runs_once_and_returns_to_its_thread(tmp_path: Path) -> None:
+    w = _writer(tmp_path / "w.db")
+    try:
+        assert _hammer(w) == []
+    finally:
+        w.close()
+    assert _rows(tmp_path / "w.db") == THREADS * ITEMS
+    assert w.items == THREADS * ITEMS
+
+
+def test_queues_longer_than_a_batch_are_all_served(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(writer_mod, "MAX_BATCH", 2)
+    w = _writer(tmp_path / "w.db")
+    try:
+        assert _hammer(w) == []
+    finally:
+        w.close()
+    assert _rows(tmp_path / "w.db") == THREADS * ITEMS
+
+
+@pytest.mark.parametrize("max_batch", [writer_mod.MAX_BATCH, 2])
+def test_exclusive_holders_and_batches_take_turns(tmp_path: Path, max_batch: int,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """While a thread waits for the writer exclusively, the lead is not handed on: items pile
+    up, and whoever leads next may find its own item beyond one batch."""
+    monkeypatch.setattr(writer_mod, "MAX_BATCH", max_batch)
+    w = _writer(tmp_path / "w.db")
+    held = []
+
+    def exclusive() -> None:
+        for j in range(EXCLUSIVE):
+            conn = w.acquire_exclusive()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute("INSERT INTO t VALUES (?, ?)", (-1, j))
+                conn.execute("COMMIT")
+                held.append(j)
+            finally:
+                w.release_exclusive()
+
+    try:
+        assert _hammer(w, (threading.Thread(target=exclusive),)) == []
+    finally:
+        w.close()
+    assert held == list(range(EXCLUSIVE))
+    assert _rows(tmp_path / "w.db") == THREADS * ITEMS + EXCLUSIVE
+
+
+def test_a_failing_item_fails_alone(tmp_path: Path) -> None:
+    w = _writer(tmp_path / "w.db")
+    outcomes: list[object] = []
+    gate = threading.Barrier(8)
+
+    def work(k: int) -> None:
+        gate.wait()
+        def fn(conn: sqlite3.Connection) -> int:
+            conn.execute("INSERT INTO t VALUES (?, 0)", (k,))
+            if k % 2:
+                raise ValueError(k)
+            return k
+        try:
+            outcomes.append(w.run(fn))
+        except ValueError as exc:
+            outcomes.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    w.close()
+    assert sorted(o for o in outcomes if isinstance(o, int)) == [0, 2, 4, 6]
+    assert sorted(o.args[0] for o in outcomes if isinstance(o, ValueError)) == [1, 3, 5, 7]
+    with sqlite3.connect(tmp_path / "w.db") as conn:
+        assert [r[0] for r in conn.execute("SELECT thread FROM t ORDER BY 1")] == [0, 2, 4, 6]
