@@ -60,7 +60,10 @@ def _rows(path: Path) -> int:
         return conn.execute("SELECT count(*) FROM t").fetchone()[0]
 
 
-def test_every_item_runs_once_and_returns_to_its_thread(tmp_path: Path) -> None:
+@pytest.mark.parametrize("max_batch", [writer_mod.MAX_BATCH, 2])
+def test_every_item_runs_once_and_returns_to_its_thread(tmp_path: Path, max_batch: int,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(writer_mod, "MAX_BATCH", max_batch)  # 2: queues longer than a batch
     w = _writer(tmp_path / "w.db")
     try:
         assert _hammer(w) == []
@@ -68,17 +71,6 @@ def test_every_item_runs_once_and_returns_to_its_thread(tmp_path: Path) -> None:
         w.close()
     assert _rows(tmp_path / "w.db") == THREADS * ITEMS
     assert w.items == THREADS * ITEMS
-
-
-def test_queues_longer_than_a_batch_are_all_served(tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(writer_mod, "MAX_BATCH", 2)
-    w = _writer(tmp_path / "w.db")
-    try:
-        assert _hammer(w) == []
-    finally:
-        w.close()
-    assert _rows(tmp_path / "w.db") == THREADS * ITEMS
 
 
 @pytest.mark.parametrize("max_batch", [writer_mod.MAX_BATCH, 2])
