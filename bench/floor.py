@@ -1,0 +1,251 @@
+"""`python -m bench.floor`: what SQLite alone allows for issue 2's workloads on sbroker's schema.
+
+The engine's figures are held against targets (W1 receive >= 0.8 x raw one-INSERT commits;
+W2 >= 100,000 msgs/s each way).  This measures the SQL the engine must run, with no Python
+engine around it, so that the distance between the engine and each target splits into the
+engine's own overhead and the bound the storage puts on any engine:
+
+- raw: one INSERT per committed transaction into a bare table (the W1 reference);
+- W1 receive on sbroker's schema: per message BEGIN IMMEDIATE, the engine's own next-group and
+  fetch statements, the DELETE, COMMIT (no lock rows: the engine keeps W1's locks in memory);
+- W2 on sbroker's schema: 100 messages per transaction round-robin over 100 conversation
+  groups, inserted with one executemany; received 100 of one group per transaction;
+- W2 on a minimal grouped table: integer keys, the 200-byte body and one (group, order) index,
+  the least any design needs to hand out one group's messages from SQLite.
+
+Same durability as the engine's default (WAL, synchronous=NORMAL); median of --runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import shutil
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from bench.systems.sqlite import connect
+
+BODY = b"x" * 200
+GROUPS = 100
+BATCH = 100
+
+
+def _rate(n: int, fn: Callable[[], None]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return n / (time.perf_counter() - t0)
+
+
+def raw_insert(path: Path, n: int) -> dict[str, float]:
+    """One committed INSERT per transaction into a bare table."""
+    conn = connect(path, "normal")
+    conn.execute("CREATE TABLE q (id INTEGER PRIMARY KEY, body BLOB NOT NULL)")
+
+    def run() -> None:
+        for _ in range(n):
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("INSERT INTO q (body) VALUES (?)", (BODY,))
+            conn.execute("COMMIT")
+
+    try:
+        return {"send": _rate(n, run)}
+    finally:
+        conn.close()
+
+
+def _sbroker_schema(path: Path) -> tuple[int, list[tuple[object, ...]]]:
+    """A broker database with a queue and 100 dialogs; returns the target queue id and one
+    template row per dialog for sb_messages (the engine's own insert layout)."""
+    from sbroker import Broker
+
+    broker = Broker.open(str(path))
+    try:
+        broker.create_queue("qi")
+        broker.create_queue("q")
+        broker.create_service("svc_i", "qi")
+        broker.create_service("svc_t", "q", contracts=["DEFAULT"])
+        with broker.transaction() as tx:
+            handles = [tx.begin_dialog("svc_i", "svc_t") for _ in range(GROUPS)]
+            tx.send(handles, "DEFAULT", b"first")
+        with broker.transaction() as tx:
+            while tx.receive("q"):
+                pass
+    finally:
+        broker.close()
+    conn = sqlite3.connect(path)
+    try:
+        queue_id = conn.execute("SELECT queue_id FROM sb_queues WHERE name = 'q'").fetchone()[0]
+        rows = conn.execute(
+            "SELECT queue_id, group_id, handle, conv_order, priority, service, contract"
+            " FROM sb_endpoints WHERE is_initiator = 0 ORDER BY conv_order").fetchall()
+    finally:
+        conn.close()
+    return queue_id, rows
+
+
+def _message(template: tuple[object, ...], msn: int) -> tuple[object, ...]:
+    queue_id, group, handle, conv_order, priority, service, contract = template
+    return (queue_id, group, handle, conv_order, msn, 1, priority, 0, "DEFAULT", "N", BODY,
+            os.urandom(16).hex().upper(), service, contract)
+
+
+def sbroker_w1_receive(path: Path, n: int) -> dict[str, float]:
+    """Receive n messages one per transaction with the engine's statements, no engine."""
+    from sbroker.dialogs import _INSERT
+    from sbroker.transaction import _CANDIDATE, _FETCH
+
+    queue_id, templates = _sbroker_schema(path)
+    conn = connect(path, "normal")
+    try:
+        msn = itertools.count(1)
+        conn.execute("BEGIN IMMEDIATE")
+        conn.executemany(_INSERT, [_message(templates[i % GROUPS], next(msn)) for i in range(n)])
+        conn.execute("COMMIT")
+        fetch = _FETCH.format(extra="")
+
+        def run() -> None:
+            for _ in range(n):
+                conn.execute("BEGIN IMMEDIATE")
+                group = conn.execute(_CANDIDATE, (queue_id, queue_id, "me", "[]", "[]")).fetchone()
+                rows = conn.execute(fetch, (group[0], 1)).fetchall()
+                conn.execute("DELETE FROM sb_messages WHERE queuing_order = ? AND message_id = ?",
+                             (rows[0][2], rows[0][11]))
+                conn.execute("COMMIT")
+
+        return {"receive": _rate(n, run)}
+    finally:
+        conn.close()
+
+
+def sbroker_w2(path: Path, n: int) -> dict[str, float]:
+    """W2 with the engine's statements: executemany of 100 rows round-robin over the groups
+    per transaction; then 100 of one group per transaction."""
+    from sbroker.dialogs import _INSERT
+    from sbroker.transaction import _FETCH
+
+    _, templates = _sbroker_schema(path)
+    conn = connect(path, "normal")
+    fetch = _FETCH.format(extra="")
+    seqs = [1] * GROUPS
+
+    def send() -> None:
+        for j in range(0, n, BATCH):
+            rows = []
+            for i in range(j, j + BATCH):
+                g = i % GROUPS
+                rows.append(_message(templates[g], seqs[g]))
+                seqs[g] += 1
+            conn.execute("BEGIN IMMEDIATE")
+            conn.executemany(_INSERT, rows)
+            conn.execute("COMMIT")
+
+    def receive() -> None:
+        got = 0
+        for g in itertools.cycle(range(GROUPS)):
+            if got >= n:
+                return
+            conn.execute("BEGIN IMMEDIATE")
+            rows = conn.execute(fetch, (templates[g][1], BATCH)).fetchall()
+            conn.executemany("DELETE FROM sb_messages WHERE queuing_order = ? AND message_id = ?",
+                             [(r[2], r[11]) for r in rows])
+            conn.execute("COMMIT")
+            got += len(rows)
+
+    try:
+        return {"send": _rate(n, send), "receive": _rate(n, receive)}
+    finally:
+        conn.close()
+
+
+def minimal_w2(path: Path, n: int) -> dict[str, float]:
+    """W2 on the least a grouped queue needs in SQLite: integer keys, the body, one index."""
+    conn = connect(path, "normal")
+    conn.execute("CREATE TABLE m (id INTEGER PRIMARY KEY, grp INTEGER NOT NULL, body BLOB)")
+    conn.execute("CREATE INDEX m_grp ON m(grp, id)")
+
+    def send() -> None:
+        for j in range(0, n, BATCH):
+            conn.execute("BEGIN IMMEDIATE")
+            conn.executemany("INSERT INTO m (grp, body) VALUES (?, ?)",
+                             [(i % GROUPS, BODY) for i in range(j, j + BATCH)])
+            conn.execute("COMMIT")
+
+    def receive() -> None:
+        got = 0
+        for g in itertools.cycle(range(GROUPS)):
+            if got >= n:
+                return
+            conn.execute("BEGIN IMMEDIATE")
+            rows = conn.execute("SELECT id, body FROM m WHERE grp = ? ORDER BY id LIMIT ?",
+                                (g, BATCH)).fetchall()
+            conn.executemany("DELETE FROM m WHERE id = ?", [(r[0],) for r in rows])
+            conn.execute("COMMIT")
+            got += len(rows)
+
+    try:
+        return {"send": _rate(n, send), "receive": _rate(n, receive)}
+    finally:
+        conn.close()
+
+
+def _runs(fn: Callable[[Path, int], dict[str, float]], n: int, runs: int) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {}
+    for _ in range(runs):
+        workdir = Path(tempfile.mkdtemp(prefix="sbroker-bench-floor-"))
+        try:
+            for key, value in fn(workdir / "f.db", n).items():
+                out.setdefault(key, []).append(value)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.floor", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--quick", action="store_true", help="W1 2,000 and W2 20,000 messages")
+    args = p.parse_args(argv)
+    w1, w2 = (2_000, 20_000) if args.quick else (10_000, 100_000)
+    console = Console(width=None if sys.stdout.isatty() else 120)
+    measured = [
+        ("raw SQLite, 1 INSERT/tx", "send", _runs(raw_insert, w1, args.runs)),
+        ("W1 receive, sbroker's SQL only", "receive", _runs(sbroker_w1_receive, w1, args.runs)),
+    ]
+    w2_sb = _runs(sbroker_w2, w2, args.runs)
+    w2_min = _runs(minimal_w2, w2, args.runs)
+    measured += [
+        ("W2 send, sbroker's SQL only", "send", w2_sb),
+        ("W2 receive, sbroker's SQL only", "receive", w2_sb),
+        ("W2 send, minimal grouped table", "send", w2_min),
+        ("W2 receive, minimal grouped table", "receive", w2_min),
+    ]
+    t = Table(title=f"SQLite floor for issue 2's workloads (WAL, synchronous=NORMAL; "
+                    f"W1 {w1:,}, W2 {w2:,} msgs of {len(BODY)} B, median of {args.runs})",
+              title_justify="left", pad_edge=False)
+    for name in ("Figure (msgs/s)", "Median", "Min - max"):
+        t.add_column(name, justify="left" if name.startswith("Figure") else "right")
+    medians = {}
+    for name, key, values in measured:
+        v = values[key]
+        medians[name] = statistics.median(v)
+        t.add_row(name, f"{medians[name]:,.0f}", f"{min(v):,.0f} - {max(v):,.0f}")
+    console.print(t)
+    ratio = medians["W1 receive, sbroker's SQL only"] / medians["raw SQLite, 1 INSERT/tx"]
+    console.print(f"  W1 receive with no engine at all / raw INSERT per tx: {ratio:.2f} "
+                  "(issue 2's target for the whole engine: >= 0.80)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
