@@ -61,6 +61,12 @@ _FETCH = (
     " WHERE group_id = ? AND status = 1{extra}"
     " ORDER BY priority DESC, conv_order, is_timer DESC, msn LIMIT ?"
 )
+# The common RECEIVE in one statement: nothing received yet in this transaction and no group
+# held in the writer's memory by another one, so the only exclusions are lock rows.
+_TAKE_NEXT = _FETCH.format(extra="").replace("group_id = ?", (
+    "group_id = (SELECT m.group_id FROM sb_messages m WHERE m.queue_id = ? AND m.status = 1"
+    " AND NOT EXISTS (SELECT 1 FROM sb_group_locks l WHERE l.group_id = m.group_id"
+    " AND l.owner != ?) ORDER BY m.priority DESC, m.queuing_order LIMIT 1)"))
 
 
 def _sent_handles(ops: list[tuple[Any, ...]]) -> list[str]:
@@ -500,9 +506,13 @@ class Transaction:
             if waiting:
                 broker.hooks.waiting(q.queue_id, -1)
 
+    def _lazily_held_by_others(self) -> list[str]:
+        """Groups other transactions of this process hold in the writer's memory (call as
+        the writer's leader)."""
+        return [g for g, e in self._broker.db.writer._lazy.items() if e[1] != self._owner]
+
     def _next_group(self, conn: sqlite3.Connection, q: Queue) -> str | None:
-        writer = self._broker.db.writer
-        others = [g for g, e in writer._lazy.items() if e[1] != self._owner]  # leader only
+        others = self._lazily_held_by_others()
         row = conn.execute(
             _CANDIDATE, (q.queue_id, q.queue_id, self._owner,
                          json.dumps(list(self._received)) if self._received else "[]",
@@ -510,12 +520,17 @@ class Transaction:
         ).fetchone()
         if row is not None:
             return str(row[0])
+        self._reap_if_held(conn, q)
+        return None
+
+    def _reap_if_held(self, conn: sqlite3.Connection, q: Queue) -> None:
+        """Nothing free to take: if other transactions hold groups of the queue, a dead
+        process may be among them."""
         if conn.execute(
             "SELECT 1 FROM sb_group_locks WHERE queue_id = ? AND owner != ? LIMIT 1",
             (q.queue_id, self._owner),
         ).fetchone():
-            self._broker.reap_dead_sessions(conn)  # a dead process may hold them
-        return None
+            self._broker.reap_dead_sessions(conn)
 
     def _lock(self, conn: sqlite3.Connection, q: Queue, group: str, *,
               known_free: bool = False) -> bool:
@@ -598,6 +613,13 @@ class Transaction:
 
         def attempt(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
             target, free = group, False
+            if target is None and not self._received and not self._lazily_held_by_others():
+                found = conn.execute(_TAKE_NEXT, (q.queue_id, self._owner, limit)).fetchall()
+                if not found:
+                    self._reap_if_held(conn, q)
+                elif not self._lock(conn, q, found[0][3], known_free=True):
+                    return []
+                return found
             if target is None:
                 target = self._next_group(conn, q)
                 if target is None:
