@@ -6,8 +6,8 @@ engine around it, so that the distance between the engine and each target splits
 engine's own overhead and the bound the storage puts on any engine:
 
 - raw: one INSERT per committed transaction into a bare table (the W1 reference);
-- W1 receive on sbroker's schema: per message BEGIN IMMEDIATE, the engine's own next-group and
-  fetch statements, the DELETE, COMMIT (no lock rows: the engine keeps W1's locks in memory);
+- W1 receive on sbroker's schema: per message BEGIN IMMEDIATE, the engine's own statement that
+  picks the next group and fetches from it, the DELETE, COMMIT (no lock rows: the engine keeps W1's locks in memory);
 - W2 on sbroker's schema: 100 messages per transaction round-robin over 100 conversation
   groups, inserted with one executemany; received 100 of one group per transaction;
 - W2 on a minimal grouped table: integer keys, the 200-byte body and one (group, order) index,
@@ -102,7 +102,7 @@ def _message(template: tuple[object, ...], msn: int) -> tuple[object, ...]:
 def sbroker_w1_receive(path: Path, n: int) -> dict[str, float]:
     """Receive n messages one per transaction with the engine's statements, no engine."""
     from sbroker.dialogs import _INSERT
-    from sbroker.transaction import _CANDIDATE, _FETCH
+    from sbroker.transaction import _TAKE_NEXT
 
     queue_id, templates = _sbroker_schema(path)
     conn = connect(path, "normal")
@@ -111,13 +111,11 @@ def sbroker_w1_receive(path: Path, n: int) -> dict[str, float]:
         conn.execute("BEGIN IMMEDIATE")
         conn.executemany(_INSERT, [_message(templates[i % GROUPS], next(msn)) for i in range(n)])
         conn.execute("COMMIT")
-        fetch = _FETCH.format(extra="")
 
         def run() -> None:
             for _ in range(n):
                 conn.execute("BEGIN IMMEDIATE")
-                group = conn.execute(_CANDIDATE, (queue_id, queue_id, "me", "[]", "[]")).fetchone()
-                rows = conn.execute(fetch, (group[0], 1)).fetchall()
+                rows = conn.execute(_TAKE_NEXT, (queue_id, "me", 1)).fetchall()
                 conn.execute("DELETE FROM sb_messages WHERE queuing_order = ? AND message_id = ?",
                              (rows[0][2], rows[0][11]))
                 conn.execute("COMMIT")
