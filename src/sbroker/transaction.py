@@ -19,7 +19,7 @@ from dataclasses import replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from . import catalog, dialogs
+from . import abandon, catalog, dialogs
 from . import messages as m
 from .conversation import SENDABLE, Event, State, transition
 from .errors import (
@@ -128,6 +128,13 @@ class Transaction:
         self._held = False
         self._probing = False
         self._state = "active"
+        self._left: abandon.Leftovers | None = None  # set once it holds locks or the writer
+
+    def _watch(self) -> abandon.Leftovers:
+        """Make sure a drop without COMMIT or ROLLBACK gives back what this one holds."""
+        if self._left is None:
+            self._left = abandon.watch(self, self._broker, self._owner, self._received_queues)
+        return self._left
 
     # -- context manager ---------------------------------------------------------------------
     def __enter__(self) -> Transaction:
@@ -420,6 +427,7 @@ class Transaction:
                 self._broker.db.release(self._conn)
             self._conn = conn
             self._held = True
+            self._watch().held = conn
         conn = self._c()
         try:
             return conn.execute(sql, params)
@@ -547,6 +555,8 @@ class Transaction:
             ).fetchone()
             if row is not None and row[0] != self._owner:
                 return False
+        if not self._locks:
+            self._watch()
         values = (group, q.queue_id, self._owner, self._broker.session_id,
                   self._broker.clock.now())
         if self._held:
@@ -804,6 +814,8 @@ class Transaction:
         """Give the writer's connection back (after COMMIT or ROLLBACK of a held transaction)."""
         if self._held:
             conn, self._conn, self._held = self._conn, None, False
+            if self._left is not None:
+                self._left.held = None
             try:
                 if conn is not None and conn.in_transaction:
                     conn.execute("ROLLBACK")
@@ -817,6 +829,9 @@ class Transaction:
             self._conn = None
         self._held = False
         self._locks = {}
+        if self._left is not None:
+            self._left.done()
+            self._left = None
 
     @property
     def locked_groups(self) -> list[str]:
