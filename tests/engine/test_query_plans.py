@@ -1,0 +1,47 @@
+"""The RECEIVE statements walk an index in RECEIVE order and never sort (a sort would read
+every ready row of the queue on each RECEIVE)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+import sbroker
+from sbroker.transaction import _CANDIDATE, _FETCH, _TAKE_NEXT
+
+
+def _plan(conn: sqlite3.Connection, sql: str, args: tuple[object, ...]) -> list[str]:
+    return [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, args)]
+
+
+@pytest.mark.parametrize(("sql", "args"), [
+    (_TAKE_NEXT, (1, "owner", 1)),
+    (_CANDIDATE, (1, 1, "owner", "[]", "[]")),
+    (_FETCH.format(extra=""), ("group", 1)),
+    (_FETCH.format(extra=" AND handle = ?"), ("group", "handle", 1)),
+])
+def test_receive_statements_use_an_index_and_never_sort(db_path: Path, sql: str,
+                                                        args: tuple[object, ...]) -> None:
+    sbroker.Broker.open(db_path).close()
+    with sqlite3.connect(db_path) as conn:
+        plan = _plan(conn, sql, args)
+    assert not [step for step in plan if "TEMP B-TREE" in step], plan
+    assert any("sb_messages_ready" in s or "sb_messages_group" in s for s in plan), plan
+
+
+def test_the_order_among_equal_priorities_is_the_queuing_order(pair: sbroker.Broker) -> None:
+    with pair.transaction() as tx:
+        handles = [tx.begin_dialog("InitService", "TargetService") for _ in range(30)]
+    for i, h in enumerate(reversed(handles)):  # queued in the opposite order of the groups
+        with pair.transaction() as tx:
+            tx.send(h, "DEFAULT", str(i))
+    got = []
+    while True:
+        with pair.transaction() as tx:
+            msgs = tx.receive("TargetQueue")
+        if not msgs:
+            break
+        got += [m.text() for m in msgs]
+    assert got == [str(i) for i in range(30)]
