@@ -2,8 +2,9 @@
 mutual TLS, one connection per peer broker instance, idle close and reopen on demand.
 
 The loop runs in its own thread; `send`, `connections` and `stop` may be called from any
-thread. The handler is called on the loop thread: `deliver` must durably enqueue the
-messages before it returns (that return is what lets the acknowledgements go).
+thread. The handler is called on the loop thread, except `deliver`, which runs on the
+applier's thread (see `applier`) and must durably enqueue the messages before it returns
+(that return is what lets the acknowledgements go).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from uuid import UUID
 
+from .applier import Applier
 from .dialog import DialogEngine
 from .endpoint import Address, TransportConfig, TransportHandler
 from .errors import LocalProtocolError
@@ -85,6 +87,7 @@ class BrokerTransport:
         self._server: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._applier: Applier | None = None
         self._contexts = config.contexts()
         self._own_der = b""
         if self._contexts is not None and config.certificate:
@@ -114,10 +117,15 @@ class BrokerTransport:
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
 
+        self._applier = Applier(  # before the listener: nothing received may go unapplied
+            self.handler.deliver, applied=self._applied, refused=self._refused, post=self._post
+        )
         self._thread = threading.Thread(target=main, name="sbroker-transport", daemon=True)
         self._thread.start()
         ready.wait()
         if failure:
+            self._applier.stop()
+            self._applier = None
             raise failure[0]
         assert self.address is not None
         return self.address
@@ -127,6 +135,9 @@ class BrokerTransport:
         loop = self._loop
         if loop is None or self._thread is None:
             return
+        if self._applier is not None:  # no commit after stop() returns
+            self._applier.stop()
+            self._applier = None
         asyncio.run_coroutine_threadsafe(self._shutdown(), loop).result(timeout)
         loop.call_soon_threadsafe(loop.stop)
         self._thread.join(timeout)
@@ -383,19 +394,42 @@ class BrokerTransport:
         if acks:
             self.handler.acked(peer, acks)
         messages = [ev.message for ev in events if not isinstance(ev, MessageAcked)]
-        if messages:
-            try:
-                self.handler.deliver(peer, messages)
-            except Exception:  # not enqueued now: the peer retransmits them later
-                first: dict[DialogKey, int] = {}
-                for m in messages:
-                    first.setdefault(m.key, m.seq)
-                for key, seq in first.items():
-                    engine.message_refused(key, seq)
-                return
-            now = self._clock()
-            for m in messages:
+        if messages and self._applier is not None:
+            self._applier.submit(peer, messages)
+
+    def _post(self, fn: Callable[[], None]) -> None:
+        """Run `fn` on the loop thread (from the applier's thread)."""
+        loop = self._loop
+        if loop is None:
+            raise RuntimeError("the transport is stopped")
+        loop.call_soon_threadsafe(fn)
+
+    def _applied(self, peer: UUID, messages: list[Message]) -> None:
+        """`messages` are durable: their acknowledgements may go."""
+        engine = self._engines.get(peer)
+        if engine is None:
+            return
+        now = self._clock()
+        for m in messages:
+            with contextlib.suppress(LocalProtocolError):  # forgotten meanwhile
                 engine.message_persisted(m.key, m.seq, now)
+        conn = self._by_peer.get(peer)
+        if conn is not None:
+            conn.wake.set()  # the pump reschedules: an acknowledgement is now due
+
+    def _refused(self, peer: UUID, messages: list[Message]) -> None:
+        """Not enqueued: these and what queued behind them come again by retransmission."""
+        applier = self._applier
+        stale = applier.resume(peer) if applier is not None else []
+        engine = self._engines.get(peer)
+        if engine is None:
+            return
+        first: dict[DialogKey, int] = {}
+        for m in [*messages, *stale]:
+            first.setdefault(m.key, m.seq)
+        for key, seq in first.items():
+            with contextlib.suppress(LocalProtocolError):  # forgotten meanwhile
+                engine.message_refused(key, seq)
 
     def _flush(self, conn: _Conn) -> None:
         data = conn.session.data_to_send(self._clock())
