@@ -34,6 +34,7 @@ from .session import Phase, Session, SessionConfig
 __all__ = ["Address", "BrokerTransport", "TransportConfig", "TransportHandler"]
 
 _log = logging.getLogger(__name__)
+FLUSH_FRAMES = 64  # frames encoded and written per turn of the pump
 
 
 class _Conn:
@@ -343,6 +344,8 @@ class BrokerTransport:
             self._process(conn)
             try:
                 await conn.writer.drain()
+                if conn.wake.is_set():
+                    await asyncio.sleep(0)  # more to write: let reads in first
             except (OSError, ssl.SSLError) as exc:
                 session.connection_lost(self._clock(), f"write failed: {exc}")
                 self._process(conn)
@@ -432,9 +435,14 @@ class BrokerTransport:
                 engine.message_refused(key, seq)
 
     def _flush(self, conn: _Conn) -> None:
-        data = conn.session.data_to_send(self._clock())
-        if data and not conn.writer.is_closing():
-            conn.writer.write(data)
+        """Write what the session has, at most FLUSH_FRAMES frames at a time: the first
+        frames of a large batch go out while the rest are still to be encoded, and reads
+        (acknowledgements) are handled in between; the pump comes back for the rest."""
+        frames = conn.session.frames_to_send(self._clock(), FLUSH_FRAMES)
+        if frames and not conn.writer.is_closing():
+            conn.writer.write(b"".join(frames))
+        if len(frames) == FLUSH_FRAMES:
+            conn.wake.set()
 
     def _closed(self, conn: _Conn) -> None:
         self._conns.pop(conn.id, None)
