@@ -33,6 +33,7 @@ FULL_SCAN_SECONDS = 1.0  # look at every waiting row this often (routes, lifetim
 POLL_SECONDS = 0.01  # how often to look for commits by other connections or processes
 CLEANUP_SECONDS = 30.0
 SCAN_BATCH = 2000  # rows handed over per pass: the first ones go while the rest are read
+SCAN_FIRST = 250  # rows handed over in a pass with nothing in flight
 FORGET_DELAY = 10.0  # seconds before a finished conversation leaves the protocol core
 NUDGE_SECONDS = 3.0  # no acknowledgement for this long while messages wait: nudge
 
@@ -218,7 +219,10 @@ class Transmitter:
     # -- handing rows to the core -----------------------------------------------------------
     def _scan(self, conn: sqlite3.Connection, watermark: int) -> int:
         """Hand new rows over; returns the highest transmission-queue id seen."""
-        room = min(SCAN_BATCH, self.max_in_flight - len(self._flight))
+        # Start small so that the first messages go while the next rows are read, then
+        # take more per pass as the pipeline fills.
+        room = min(SCAN_BATCH, max(SCAN_FIRST, 2 * len(self._flight)),
+                   self.max_in_flight - len(self._flight))
         b = self.broker
         cat = b._catalog_for(conn, max_age=0.05)
         now = b.clock.now()
