@@ -231,27 +231,28 @@ class BrokerTransport:
         return e
 
     def _send_batch(self, messages: list[Message], address: Address, peer: UUID | None) -> None:
+        if peer is None:
+            peer = next((p for p, a in self._addresses.items() if a == address), None)
+        if peer is None:
+            self._waiting[address].extend(messages)
+            self._dial(address)
+            return
+        self._addresses[peer] = address
+        engine = self._engine(peer)
         for message in messages:
-            self._send(message, address, peer)
+            engine.send_message(message)
+        conn = self._by_peer.get(peer)
+        if conn is not None:
+            conn.wake.set()
+        else:
+            self._dial(address)
 
     def _forget(self, key: DialogKey) -> None:
         for engine in self._engines.values():
             engine.forget(key)
 
     def _send(self, message: Message, address: Address, peer: UUID | None) -> None:
-        if peer is None:
-            peer = next((p for p, a in self._addresses.items() if a == address), None)
-        if peer is None:
-            self._waiting[address].append(message)
-            self._dial(address)
-            return
-        self._addresses[peer] = address
-        self._engine(peer).send_message(message)
-        conn = self._by_peer.get(peer)
-        if conn is not None:
-            conn.wake.set()
-        else:
-            self._dial(address)
+        self._send_batch([message], address, peer)
 
     def _dial(self, address: Address) -> None:
         """Connect to `address` unless a dial there is already under way (until handshake)."""
@@ -397,8 +398,9 @@ class BrokerTransport:
         if acks:
             self.handler.acked(peer, acks)
         messages = [ev.message for ev in events if not isinstance(ev, MessageAcked)]
-        if messages and self._applier is not None:
-            self._applier.submit(peer, messages)
+        applier = self._applier  # stop() may clear it from another thread
+        if messages and applier is not None:
+            applier.submit(peer, messages)
 
     def _post(self, fn: Callable[[], None]) -> None:
         """Run `fn` on the loop thread (from the applier's thread)."""
