@@ -17,8 +17,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 from uuid import UUID
 
 from ..dialogs import NEVER
@@ -41,7 +40,7 @@ NUDGE_SECONDS = 3.0  # no acknowledgement for this long while messages wait: nud
 # each body's length in its JSON row): one step for a chunk instead of one per row, and no
 # hex to encode and decode.
 _TQ_JSON = (
-    "SELECT json_group_array(json_array(t.tq_id, t.conversation_id, t.is_initiator, t.msn,"
+    "SELECT json_group_array(json_array('tq', t.tq_id, t.conversation_id, t.is_initiator, t.msn,"
     " t.from_service, t.to_service, t.to_broker_instance, t.contract, t.message_type,"
     " t.priority, t.enqueued_at, t.transmission_status, e.lifetime_expires,"
     " e.far_broker_instance, length(CAST(t.body AS BLOB)))),"
@@ -62,8 +61,7 @@ _OUTBOX = (
 )
 
 
-@dataclass(slots=True)
-class _Row:
+class _Row(NamedTuple):
     kind: str  # "tq" or "out"
     rid: int
     conv: str
@@ -83,13 +81,16 @@ class _Row:
 
 
 def _split_bodies(rows: list[list[object]], blob: bytes) -> list[_Row]:
-    """Rows of `_TQ_JSON` (a body length last) with their bodies cut from the joined blob."""
+    """Rows of `_TQ_JSON` (a body length last, in place of the body) with their bodies cut
+    from the joined blob."""
     out: list[_Row] = []
+    make = _Row._make
     pos = 0
     for r in rows:
         n = r[-1]
         assert isinstance(n, int)
-        out.append(_Row("tq", *r[:-1], blob[pos : pos + n]))  # type: ignore[arg-type,call-arg]
+        r[-1] = blob[pos : pos + n]
+        out.append(make(r))
         pos += n
     if pos != len(blob):
         raise RuntimeError("transmission queue bodies do not add up to their lengths")
