@@ -126,7 +126,7 @@ class Receiver:
         """Apply one message; True when it put something in the outbox.
 
         The common case (a valid user message on a conversing endpoint) is batched: queue
-        rows in one ``executemany`` and receive_seq written once per endpoint (``dirty``);
+        rows in multi-row INSERTs and receive_seq written once per endpoint (``dirty``);
         anything else first writes what is batched, then takes the general path."""
         local_initiator = not msg.from_initiator
         cache_key = (conv, local_initiator)
