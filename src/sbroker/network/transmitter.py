@@ -129,6 +129,9 @@ class Transmitter:
         self._status: dict[tuple[str, int], str] = {}
         self._last: dict[Address, tuple[Message, UUID | None]] = {}  # for nudges
         self._last_ack = time.monotonic()
+        # Parsed ids by their text, kept across passes: one UUID object per conversation
+        # (and for this instance) also makes lookups keyed by them identity checks.
+        self._uuids: dict[str, UUID] = {}
         self.sent = 0
         self.acknowledged = 0
 
@@ -268,8 +271,12 @@ class Transmitter:
         honor = self._honor()
         neighbors = self._neighbors()
         batch: list[tuple[Message, Address, UUID | None]] = []
-        uuids: dict[str, UUID] = {}
-        me_id = UUID(me)
+        uuids = self._uuids
+        if len(uuids) > 100_000:
+            uuids.clear()
+        me_id = uuids.get(me)
+        if me_id is None:
+            me_id = uuids[me] = UUID(me)
         for r, address, target in chosen:
             conv = uuids.get(r.conv)
             if conv is None:
