@@ -7,12 +7,16 @@ transmission queue, from the moment a route to B is created until all are durabl
 and acknowledged back), and "end to end" (from the first SEND commit on A to the commit of the
 RECEIVE that took the last message on B; the applications run in this process).
 Run it from the repository root (it uses the fault-injecting proxy of ``tests/network``).
-Options: ``--retry-initial`` (seed default 2 s), ``--loss``, ``--messages``, ``--dialogs``.
+Options: ``--retry-initial`` (seed default 2 s), ``--loss``, ``--messages``, ``--dialogs``,
+``--settings clean|proxy|both``, ``--runs N``. Each result also gives the CPU seconds each
+serving process used while it was timed (``cpu_a``, ``cpu_b``), a steadier figure than the
+wall clock on a busy machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sqlite3
 import subprocess
 import sys
@@ -49,6 +53,12 @@ class _Child:
             raise RuntimeError(f"serving process did not start: {line!r}")
         self.port = int(line.split()[1])
 
+    def cpu(self) -> float:
+        """CPU seconds (user + system) the serving process has used so far."""
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(30)
@@ -63,12 +73,23 @@ def _setup(db: Path, service: str, contracts: list[str], endpoint: dict[str, Any
         b.create_endpoint(port=0, secret=SECRET, **endpoint)
 
 
-def _count(db: Path, sql: str) -> int:
-    conn = sqlite3.connect(db)
+def _wait_transferred(db_a: Path, db_b: Path, total: int, deadline: float) -> int:
+    """Poll until ``total`` messages are in B's queue and A's transmission queue is empty;
+    returns the count in B's queue. One connection per database for the whole wait: opening
+    one per look costs the serving processes ~1 ms of the two cores' CPU at every poll."""
+    a, b = sqlite3.connect(db_a), sqlite3.connect(db_b)
     try:
-        return int(conn.execute(sql).fetchone()[0])
+        n = 0
+        while time.monotonic() < deadline:
+            n = int(b.execute("SELECT count(*) FROM sb_messages").fetchone()[0])
+            if n >= total and not a.execute(
+                    "SELECT count(*) FROM sb_transmission_queue").fetchone()[0]:
+                break
+            time.sleep(0.01)
+        return n
     finally:
-        conn.close()
+        a.close()
+        b.close()
 
 
 def run(messages: int, dialogs: int, size: int, faults: Faults | None,
@@ -117,25 +138,22 @@ def run(messages: int, dialogs: int, size: int, faults: Faults | None,
                             received[0] += len(tx.receive("q", timeout=0.5))
 
                 reader = threading.Thread(target=drain)
+                cpu0 = (child_a.cpu(), child_b.cpu())
                 t0 = time.perf_counter()
                 reader.start()
                 send_all()
                 reader.join(650)
                 elapsed, n = time.perf_counter() - t0, received[0]
+                cpu1 = (child_a.cpu(), child_b.cpu())
             else:
                 child_a = _Child(db_a)
                 send_all()  # no route yet: the messages wait in A's transmission queue
+                cpu0 = (child_a.cpu(), child_b.cpu())
                 t0 = time.perf_counter()
                 sender.create_route("to-b", "SvcB", f"tcp://127.0.0.1:{port}")
-                deadline = time.monotonic() + 600
-                n = 0
-                while time.monotonic() < deadline:
-                    n = _count(db_b, "SELECT count(*) FROM sb_messages")
-                    tq = "SELECT count(*) FROM sb_transmission_queue"
-                    if n >= total and not _count(db_a, tq):
-                        break
-                    time.sleep(0.01)
+                n = _wait_transferred(db_a, db_b, total, time.monotonic() + 600)
                 elapsed = time.perf_counter() - t0
+                cpu1 = (child_a.cpu(), child_b.cpu())
         finally:
             sender.close()
             receiver.close()
@@ -145,7 +163,9 @@ def run(messages: int, dialogs: int, size: int, faults: Faults | None,
             if proxy is not None:
                 proxy.stop()
         result: dict[str, Any] = {"messages": n, "seconds": round(elapsed, 3),
-                                  "msg_per_s": round(n / elapsed)}
+                                  "msg_per_s": round(n / elapsed),
+                                  "cpu_a": round(cpu1[0] - cpu0[0], 2),
+                                  "cpu_b": round(cpu1[1] - cpu0[1], 2)}
         if proxy is not None:
             c = proxy.counters
             result["proxy"] = {"frames": c.frames, "dropped": c.dropped,
@@ -166,6 +186,9 @@ def main() -> None:
                     help="first retransmission after this many seconds (seed default 2-3 s)")
     ap.add_argument("--encryption", default="supported",
                     help="endpoint encryption; the frame-level proxy needs 'supported'")
+    ap.add_argument("--settings", choices=("clean", "proxy", "both"), default="both",
+                    help="run clean, through the proxy, or both")
+    ap.add_argument("--runs", type=int, default=1, help="repeat each measurement")
     args = ap.parse_args()
     if args.serve:
         _serve(args.serve)
@@ -175,11 +198,17 @@ def main() -> None:
           f" endpoint {endpoint}; {args.messages} messages of {args.size} B on"
           f" {args.dialogs} dialogs")
     faults = Faults(mode="frame", p_drop=args.loss, p_dup=args.loss, p_reorder=args.loss)
-    for label, f in (("clean", None), (f"proxy {args.loss:.0%}", faults)):
-        transfer = run(args.messages, args.dialogs, args.size, f, endpoint, end_to_end=False)
-        print(f"{label:10} transfer   : {transfer}")
-        e2e = run(args.messages, args.dialogs, args.size, f, endpoint, end_to_end=True)
-        print(f"{label:10} end to end : {e2e}")
+    settings = [("clean", None), (f"proxy {args.loss:.0%}", faults)]
+    if args.settings != "both":
+        settings = settings[:1] if args.settings == "clean" else settings[1:]
+    for label, f in settings:
+        for _ in range(args.runs):
+            transfer = run(args.messages, args.dialogs, args.size, f, endpoint,
+                           end_to_end=False)
+            print(f"{label:10} transfer   : {transfer}", flush=True)
+        for _ in range(args.runs):
+            e2e = run(args.messages, args.dialogs, args.size, f, endpoint, end_to_end=True)
+            print(f"{label:10} end to end : {e2e}", flush=True)
     print("target: >= 5,000 msg/s clean (transfer = the network layer: transmission queue on A"
           " to B's queue, acknowledged)")
 

@@ -229,3 +229,22 @@ def test_without_honor_priority_send_order_and_priority_five(broker: sbroker.Bro
         assert {m.priority for m, _ in rec.sent} == {5}
     finally:
         t.stop()
+
+
+def test_bodies_are_handed_over_byte_for_byte(broker: sbroker.Broker) -> None:
+    # The transmitter reads many bodies at once as one joined blob: empty ones, NUL bytes,
+    # bytes that are not UTF-8 and a large one must all come out exactly as sent.
+    bodies = [b"", b"\x00" * 7, bytes(range(256)), b"", b"\xff\xfe" * 40_000, b"end"]
+    broker.create_route("r", "SvcB", "tcp://127.0.0.1:4999")
+    with broker.transaction() as tx:
+        h = tx.begin_dialog("SvcA", "SvcB")
+        for body in bodies:
+            tx.send(h, body=body)
+    rec = Recorder()
+    t = _transmitter(broker, rec)
+    try:
+        wait_for(lambda: len(rec.sent) == len(bodies))
+        assert [m.body for m, _ in rec.sent] == bodies
+        assert [m.seq for m, _ in rec.sent] == list(range(len(bodies)))
+    finally:
+        t.stop()

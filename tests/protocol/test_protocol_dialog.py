@@ -308,3 +308,14 @@ def test_pieces_that_do_not_add_up_are_dropped_and_the_retransmission_delivers()
     b.frame_received(Fragment(KEY, 0, 0, 2, b"ab", header), 0.0)
     b.frame_received(Fragment(KEY, 0, 1, 2, b"cd"), 0.0)
     assert [m.body for m in received(b)] == [b"abcd"]
+
+
+def test_a_whole_message_whose_length_disagrees_is_dropped_and_the_retransmission_delivers(
+) -> None:
+    b = engine()
+    header = msg(0, b"abcd").header()
+    b.frame_received(Fragment(KEY, 0, 0, 1, b"abc", header), 0.0)  # one byte short
+    assert received(b) == [] and b.stats()["malformed_messages"] == 1
+    b.frame_received(Fragment(KEY, 0, 0, 1, b"abcd", header), 0.0)
+    b.frame_received(Fragment(KEY, 1, 0, 1, b"next", msg(1, b"next").header()), 0.0)
+    assert [(m.seq, m.body) for m in received(b)] == [(0, b"abcd"), (1, b"next")]

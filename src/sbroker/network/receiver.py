@@ -23,6 +23,7 @@ from ..conversation import State
 from ..dialogs import NEVER, Context, Endpoint
 from ..priority import match_priority
 from ..protocol import DialogKey, Message
+from . import batch
 from .routing import resolve
 
 if TYPE_CHECKING:
@@ -89,14 +90,20 @@ class Receiver:
         b = self.broker
         outbox = [False]
 
+        convs: dict[UUID, str] = {}
+        for msg in messages:
+            if msg.conversation_id not in convs:
+                convs[msg.conversation_id] = str(msg.conversation_id).upper()
+
         def apply(conn: sqlite3.Connection) -> Context:
             self._held = None  # bytes held for forwarding, looked up once per batch
             self._closed = []
             ctx = Context(conn, b._catalog_for(conn, max_age=0.05), b.clock.now(), b.anti_replay)
-            endpoints: dict[tuple[str, bool], Endpoint | None] = {}
+            endpoints = batch.load_endpoints(conn, {
+                (convs[msg.conversation_id], not msg.from_initiator) for msg in messages})
             dirty: dict[str, Endpoint] = {}
             for msg in messages:
-                if self._one(ctx, peer, msg, endpoints, dirty):
+                if self._one(ctx, peer, msg, convs[msg.conversation_id], endpoints, dirty):
                     outbox[0] = True
             _flush(ctx, dirty)
             return ctx
@@ -113,16 +120,14 @@ class Receiver:
             self.on_closed(conversation_id, direction)
 
     def _one(
-        self, ctx: Context, peer: UUID, msg: Message,
+        self, ctx: Context, peer: UUID, msg: Message, conv: str,
         endpoints: dict[tuple[str, bool], Endpoint | None], dirty: dict[str, Endpoint],
     ) -> bool:
         """Apply one message; True when it put something in the outbox.
 
         The common case (a valid user message on a conversing endpoint) is batched: queue
-        rows in one ``executemany`` and receive_seq written once per endpoint (``dirty``);
+        rows in multi-row INSERTs and receive_seq written once per endpoint (``dirty``);
         anything else first writes what is batched, then takes the general path."""
-        conv = uid(msg.conversation_id)
-        assert conv is not None
         local_initiator = not msg.from_initiator
         cache_key = (conv, local_initiator)
         if cache_key in endpoints:
@@ -307,10 +312,9 @@ class Receiver:
 
 def _flush(ctx: Context, dirty: dict[str, Endpoint]) -> None:
     """Write the batched queue rows and receive sequence numbers."""
+    batch.insert_messages(ctx.conn, ctx.rows)
+    ctx.rows.clear()
     dialogs.flush(ctx)
     if dirty:
-        ctx.conn.executemany(
-            "UPDATE sb_endpoints SET receive_seq = ? WHERE handle = ?",
-            [(ep.receive_seq, h) for h, ep in dirty.items()],
-        )
+        batch.set_receive_seqs(ctx.conn, {h: ep.receive_seq for h, ep in dirty.items()})
         dirty.clear()

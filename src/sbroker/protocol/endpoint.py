@@ -25,7 +25,8 @@ Encryption = Literal["required", "supported", "disabled"]
 
 
 class TransportHandler(Protocol):
-    """What the broker engine provides to the transport (called on the loop thread)."""
+    """What the broker engine provides to the transport (called on the loop thread, but
+    `deliver`, which one applier thread calls, in order)."""
 
     def deliver(self, peer: UUID, messages: list[Message]) -> None:
         """Durably enqueue (or forward) `messages`, in order; raise to refuse them for now."""

@@ -11,7 +11,7 @@ from typing import TypeAlias
 from uuid import UUID
 
 from .errors import LocalProtocolError
-from .frames import DialogKey, MessageHeader
+from .frames import DialogKey, MessageHeader, dialog_key
 
 __all__ = [
     "AuthenticationFailed",
@@ -23,6 +23,10 @@ __all__ = [
     "MessageReceived",
     "SessionEvent",
 ]
+
+
+_HEADERS: dict[tuple[object, ...], MessageHeader] = {}  # built and validated once per kind
+_HEADERS_MAX = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +62,7 @@ class Message:
             raise LocalProtocolError("from_initiator must be a bool")
         # names, priority and instances are checked where the header is built (once per
         # transmission); a received message was checked when its header was decoded.
-        object.__setattr__(self, "_key", DialogKey(self.conversation_id, self.from_initiator))
+        object.__setattr__(self, "_key", dialog_key(self.conversation_id, self.from_initiator))
 
     @property
     def key(self) -> DialogKey:
@@ -66,7 +70,8 @@ class Message:
         return self._key
 
     def header(self) -> MessageHeader:
-        return MessageHeader(
+        """The header fragment 0 carries; validated, and shared by messages that agree."""
+        fields = (
             self.message_type,
             self.from_service,
             self.to_service,
@@ -77,6 +82,13 @@ class Message:
             self.target_instance,
             self.expires_at,
         )
+        header = _HEADERS.get(fields)
+        if header is None:
+            header = MessageHeader(*fields)
+            if len(_HEADERS) >= _HEADERS_MAX:
+                _HEADERS.clear()
+            _HEADERS[fields] = header
+        return header
 
     @classmethod
     def from_header(cls, key: DialogKey, seq: int, header: MessageHeader, body: bytes) -> Message:

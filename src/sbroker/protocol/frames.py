@@ -36,6 +36,7 @@ __all__ = [
     "Proof",
     "Refuse",
     "decode_body",
+    "dialog_key",
     "encode_body",
 ]
 
@@ -98,6 +99,22 @@ class DialogKey:
 
     def __hash__(self) -> int:
         return self._hash
+
+
+_INTERNED: dict[tuple[int, bool], DialogKey] = {}
+_INTERNED_MAX = 65536
+
+
+def dialog_key(conversation_id: UUID, from_initiator: bool) -> DialogKey:
+    """The shared `DialogKey` of a dialog direction: the hot path looks keys up in many
+    dicts, and one object per direction makes each lookup an identity check."""
+    k = (conversation_id.int, from_initiator)
+    key = _INTERNED.get(k)
+    if key is None:
+        if len(_INTERNED) >= _INTERNED_MAX:
+            _INTERNED.clear()
+        key = _INTERNED[k] = DialogKey(conversation_id, from_initiator)
+    return key
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,6 +296,32 @@ def _acks(acks: tuple[AckEntry, ...]) -> bytes:
     return b"".join(parts)
 
 
+# Encoded headers by header object (kept alive in the value, so an id is never reused while
+# its entry stands): the messages of a dialog share one header object (see Message.header).
+_ENCODED: dict[int, tuple[MessageHeader, bytes]] = {}
+_ENCODED_MAX = 4096
+
+
+def _header_bytes(h: MessageHeader) -> bytes:
+    entry = _ENCODED.get(id(h))
+    if entry is not None and entry[0] is h:
+        return entry[1]
+    data = b"".join((
+        _HDR.pack(h.body_length, h.priority),
+        _str(h.message_type),
+        _str(h.from_service),
+        _str(h.to_service),
+        _str(h.contract),
+        _opt_uuid(h.origin_instance),
+        _opt_uuid(h.target_instance),
+        b"\x00" if h.expires_at is None else b"\x01" + _F64.pack(h.expires_at),
+    ))
+    if len(_ENCODED) >= _ENCODED_MAX:
+        _ENCODED.clear()
+    _ENCODED[id(h)] = (h, data)
+    return data
+
+
 def encode_body(frame: Frame) -> bytes:
     """The body bytes of `frame` (without envelope)."""
     if isinstance(frame, Fragment):
@@ -289,21 +332,10 @@ def encode_body(frame: Frame) -> bytes:
             frame.index,
             frame.count,
         )
-        parts = [_acks(frame.acks), head]
         h = frame.header
-        if h is not None:
-            parts += [
-                _HDR.pack(h.body_length, h.priority),
-                _str(h.message_type),
-                _str(h.from_service),
-                _str(h.to_service),
-                _str(h.contract),
-                _opt_uuid(h.origin_instance),
-                _opt_uuid(h.target_instance),
-                b"\x00" if h.expires_at is None else b"\x01" + _F64.pack(h.expires_at),
-            ]
-        parts.append(frame.payload)
-        return b"".join(parts)
+        if h is None:
+            return b"".join((_acks(frame.acks), head, frame.payload))
+        return b"".join((_acks(frame.acks), head, _header_bytes(h), frame.payload))
     if isinstance(frame, Ack):
         return _acks(frame.acks)
     if isinstance(frame, Hello):
@@ -380,7 +412,7 @@ def _key(raw: bytes) -> DialogKey:
             raise RemoteProtocolError("bad direction flag")
         if len(_KEY_CACHE) >= _KEY_CACHE_MAX:
             _KEY_CACHE.clear()
-        key = _KEY_CACHE[raw] = DialogKey(UUID(bytes=raw[:16]), raw[16] == 1)
+        key = _KEY_CACHE[raw] = dialog_key(UUID(bytes=raw[:16]), raw[16] == 1)
     return key
 
 
@@ -431,27 +463,62 @@ def _read_fragment(r: _Reader) -> Fragment:
     pos += _FRAG.size
     header = None
     if flags & _HAS_HEADER:
-        body_length, priority = _HDR.unpack_from(body, pos)
-        pos += _HDR.size
-        mtype, pos = _text_at(body, pos)
-        from_service, pos = _text_at(body, pos)
-        to_service, pos = _text_at(body, pos)
-        contract, pos = _text_at(body, pos)
-        origin, pos = _opt_uuid_at(body, pos)
-        target, pos = _opt_uuid_at(body, pos)
-        expires = None
-        if body[pos] > 1:
-            raise RemoteProtocolError("bad expiry flag")
-        if body[pos] == 1:
-            (expires,) = _F64.unpack_from(body, pos + 1)
-            pos += _F64.size
-        pos += 1
-        header = MessageHeader(
-            mtype, from_service, to_service, contract, body_length, priority, origin, target,
-            expires,
-        )  # fmt: skip
+        end = _header_end(body, pos)
+        raw = body[pos:end]
+        header = _HEADER_CACHE.get(raw)
+        if header is None:
+            header, parsed_end = _parse_header(body, pos)
+            if parsed_end != end:  # pragma: no cover - both read the same lengths
+                raise RemoteProtocolError("inconsistent message header")
+            if len(_HEADER_CACHE) >= _HEADER_CACHE_MAX:
+                _HEADER_CACHE.clear()
+            _HEADER_CACHE[raw] = header
+        pos = end
     r.pos = len(body)
     return Fragment(key, seq, index, count, body[pos:], header, acks)
+
+
+# Decoded message headers by their bytes: the messages of a dialog repeat the same header
+# (names, instances, expiry; also the length when the bodies are of one size), and frozen
+# headers can be shared. Decoding names, ids and validating them is most of a fragment's cost.
+_HEADER_CACHE: dict[bytes, MessageHeader] = {}
+_HEADER_CACHE_MAX = 4096
+
+
+def _header_end(body: bytes, pos: int) -> int:
+    """Where the message header starting at `pos` ends (lengths and flags only)."""
+    pos += _HDR.size
+    for _ in range(4):
+        pos += 2 + _U16.unpack_from(body, pos)[0]
+    pos += 17 if body[pos] else 1
+    pos += 17 if body[pos] else 1
+    pos += 9 if body[pos] else 1
+    if pos > len(body):
+        raise RemoteProtocolError("frame body truncated")
+    return pos
+
+
+def _parse_header(body: bytes, pos: int) -> tuple[MessageHeader, int]:
+    body_length, priority = _HDR.unpack_from(body, pos)
+    pos += _HDR.size
+    mtype, pos = _text_at(body, pos)
+    from_service, pos = _text_at(body, pos)
+    to_service, pos = _text_at(body, pos)
+    contract, pos = _text_at(body, pos)
+    origin, pos = _opt_uuid_at(body, pos)
+    target, pos = _opt_uuid_at(body, pos)
+    expires = None
+    if body[pos] > 1:
+        raise RemoteProtocolError("bad expiry flag")
+    if body[pos] == 1:
+        (expires,) = _F64.unpack_from(body, pos + 1)
+        pos += _F64.size
+    pos += 1
+    header = MessageHeader(
+        mtype, from_service, to_service, contract, body_length, priority, origin, target,
+        expires,
+    )  # fmt: skip
+    return header, pos
 
 
 def _read(ftype: FrameType, r: _Reader) -> Frame:
@@ -484,12 +551,14 @@ def _read(ftype: FrameType, r: _Reader) -> Frame:
     return frame
 
 
+_FRAME_TYPES = {int(t): t for t in FrameType}
+
+
 def decode_body(ftype: int, body: bytes) -> Frame:
     """Decode a frame body of type `ftype`; raises only `RemoteProtocolError`."""
-    try:
-        kind = FrameType(ftype)
-    except ValueError as exc:
-        raise RemoteProtocolError(f"unknown frame type {ftype}") from exc
+    kind = _FRAME_TYPES.get(ftype)
+    if kind is None:
+        raise RemoteProtocolError(f"unknown frame type {ftype}")
     try:
         return _read(kind, _Reader(body))
     except LocalProtocolError as exc:  # a field the peer sent fails validation

@@ -106,6 +106,8 @@ class Inbound:
         if seq >= d.delivered_next + self.config.reorder_window:
             self.dropped_out_of_window += 1
             return []
+        if seq == d.delivered_next and frag.count == 1 and not d.buffer:
+            return self._whole(frag, d)  # the common case: the next message, in one piece
         r = d.buffer.get(seq)
         if r is None:
             r = d.buffer[seq] = _Reassembly(frag.count)
@@ -134,6 +136,15 @@ class Inbound:
             d.delivered_next += 1
             r = d.buffer.get(d.delivered_next)
         return out
+
+    def _whole(self, frag: Fragment, d: _InDialog) -> list[MessageReceived]:
+        """The next expected message arrived whole and nothing waits behind it."""
+        header = frag.header
+        if header is None or len(frag.payload) != header.body_length:
+            self.malformed += 1  # inconsistent: dropped, retransmission retries
+            return []
+        d.delivered_next += 1
+        return [MessageReceived(Message.from_header(frag.key, frag.seq, header, frag.payload))]
 
     @staticmethod
     def _assemble(key: DialogKey, seq: int, r: _Reassembly) -> Message | None:

@@ -86,6 +86,8 @@ class SessionConfig:
 class Phase(enum.Enum):
     """Where a session stands; the handshake phases name what is awaited."""
 
+    __hash__ = object.__hash__  # members are singletons: identity, not Enum's hash by name
+
     AWAIT_HELLO = "await_hello"
     AWAIT_CHALLENGE = "await_challenge"
     AWAIT_PROOF = "await_proof"

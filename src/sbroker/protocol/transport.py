@@ -2,8 +2,9 @@
 mutual TLS, one connection per peer broker instance, idle close and reopen on demand.
 
 The loop runs in its own thread; `send`, `connections` and `stop` may be called from any
-thread. The handler is called on the loop thread: `deliver` must durably enqueue the
-messages before it returns (that return is what lets the acknowledgements go).
+thread. The handler is called on the loop thread, except `deliver`, which runs on the
+applier's thread (see `applier`) and must durably enqueue the messages before it returns
+(that return is what lets the acknowledgements go).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from uuid import UUID
 
+from .applier import Applier
 from .dialog import DialogEngine
 from .endpoint import Address, TransportConfig, TransportHandler
 from .errors import LocalProtocolError
@@ -32,6 +34,7 @@ from .session import Phase, Session, SessionConfig
 __all__ = ["Address", "BrokerTransport", "TransportConfig", "TransportHandler"]
 
 _log = logging.getLogger(__name__)
+FLUSH_FRAMES = 64  # frames encoded and written per turn of the pump
 
 
 class _Conn:
@@ -85,6 +88,7 @@ class BrokerTransport:
         self._server: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._applier: Applier | None = None
         self._contexts = config.contexts()
         self._own_der = b""
         if self._contexts is not None and config.certificate:
@@ -114,10 +118,15 @@ class BrokerTransport:
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
 
+        self._applier = Applier(  # before the listener: nothing received may go unapplied
+            self.handler.deliver, applied=self._applied, refused=self._refused, post=self._post
+        )
         self._thread = threading.Thread(target=main, name="sbroker-transport", daemon=True)
         self._thread.start()
         ready.wait()
         if failure:
+            self._applier.stop()
+            self._applier = None
             raise failure[0]
         assert self.address is not None
         return self.address
@@ -127,6 +136,9 @@ class BrokerTransport:
         loop = self._loop
         if loop is None or self._thread is None:
             return
+        if self._applier is not None:  # no commit after stop() returns
+            self._applier.stop()
+            self._applier = None
         asyncio.run_coroutine_threadsafe(self._shutdown(), loop).result(timeout)
         loop.call_soon_threadsafe(loop.stop)
         self._thread.join(timeout)
@@ -219,27 +231,28 @@ class BrokerTransport:
         return e
 
     def _send_batch(self, messages: list[Message], address: Address, peer: UUID | None) -> None:
+        if peer is None:
+            peer = next((p for p, a in self._addresses.items() if a == address), None)
+        if peer is None:
+            self._waiting[address].extend(messages)
+            self._dial(address)
+            return
+        self._addresses[peer] = address
+        engine = self._engine(peer)
         for message in messages:
-            self._send(message, address, peer)
+            engine.send_message(message)
+        conn = self._by_peer.get(peer)
+        if conn is not None:
+            conn.wake.set()
+        else:
+            self._dial(address)
 
     def _forget(self, key: DialogKey) -> None:
         for engine in self._engines.values():
             engine.forget(key)
 
     def _send(self, message: Message, address: Address, peer: UUID | None) -> None:
-        if peer is None:
-            peer = next((p for p, a in self._addresses.items() if a == address), None)
-        if peer is None:
-            self._waiting[address].append(message)
-            self._dial(address)
-            return
-        self._addresses[peer] = address
-        self._engine(peer).send_message(message)
-        conn = self._by_peer.get(peer)
-        if conn is not None:
-            conn.wake.set()
-        else:
-            self._dial(address)
+        self._send_batch([message], address, peer)
 
     def _dial(self, address: Address) -> None:
         """Connect to `address` unless a dial there is already under way (until handshake)."""
@@ -332,6 +345,8 @@ class BrokerTransport:
             self._process(conn)
             try:
                 await conn.writer.drain()
+                if conn.wake.is_set():
+                    await asyncio.sleep(0)  # more to write: let reads in first
             except (OSError, ssl.SSLError) as exc:
                 session.connection_lost(self._clock(), f"write failed: {exc}")
                 self._process(conn)
@@ -383,24 +398,53 @@ class BrokerTransport:
         if acks:
             self.handler.acked(peer, acks)
         messages = [ev.message for ev in events if not isinstance(ev, MessageAcked)]
-        if messages:
-            try:
-                self.handler.deliver(peer, messages)
-            except Exception:  # not enqueued now: the peer retransmits them later
-                first: dict[DialogKey, int] = {}
-                for m in messages:
-                    first.setdefault(m.key, m.seq)
-                for key, seq in first.items():
-                    engine.message_refused(key, seq)
-                return
-            now = self._clock()
-            for m in messages:
+        applier = self._applier  # stop() may clear it from another thread
+        if messages and applier is not None:
+            applier.submit(peer, messages)
+
+    def _post(self, fn: Callable[[], None]) -> None:
+        """Run `fn` on the loop thread (from the applier's thread)."""
+        loop = self._loop
+        if loop is None:
+            raise RuntimeError("the transport is stopped")
+        loop.call_soon_threadsafe(fn)
+
+    def _applied(self, peer: UUID, messages: list[Message]) -> None:
+        """`messages` are durable: their acknowledgements may go."""
+        engine = self._engines.get(peer)
+        if engine is None:
+            return
+        now = self._clock()
+        for m in messages:
+            with contextlib.suppress(LocalProtocolError):  # forgotten meanwhile
                 engine.message_persisted(m.key, m.seq, now)
+        conn = self._by_peer.get(peer)
+        if conn is not None:
+            conn.wake.set()  # the pump reschedules: an acknowledgement is now due
+
+    def _refused(self, peer: UUID, messages: list[Message]) -> None:
+        """Not enqueued: these and what queued behind them come again by retransmission."""
+        applier = self._applier
+        stale = applier.resume(peer) if applier is not None else []
+        engine = self._engines.get(peer)
+        if engine is None:
+            return
+        first: dict[DialogKey, int] = {}
+        for m in [*messages, *stale]:
+            first.setdefault(m.key, m.seq)
+        for key, seq in first.items():
+            with contextlib.suppress(LocalProtocolError):  # forgotten meanwhile
+                engine.message_refused(key, seq)
 
     def _flush(self, conn: _Conn) -> None:
-        data = conn.session.data_to_send(self._clock())
-        if data and not conn.writer.is_closing():
-            conn.writer.write(data)
+        """Write what the session has, at most FLUSH_FRAMES frames at a time: the first
+        frames of a large batch go out while the rest are still to be encoded, and reads
+        (acknowledgements) are handled in between; the pump comes back for the rest."""
+        frames = conn.session.frames_to_send(self._clock(), FLUSH_FRAMES)
+        if frames and not conn.writer.is_closing():
+            conn.writer.write(b"".join(frames))
+        if len(frames) == FLUSH_FRAMES:
+            conn.wake.set()
 
     def _closed(self, conn: _Conn) -> None:
         self._conns.pop(conn.id, None)
