@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .. import messages as m
+from ..broker import CATALOG_MAX_AGE
 from ..spark import Runner, Task, execute, task_from_dict, task_to_json
 from . import schema
 
@@ -67,14 +68,95 @@ def executor_procedure(ctx: Any) -> None:
     state = executor_state(broker)
     recover_dead_tasks(broker)
     worker = f"{os.getpid()}:{threading.current_thread().name}"
-    stopping: threading.Event | None = getattr(ctx, "stopping", None)
-    while not (stopping is not None and stopping.is_set()) and serve_one(
-            broker, state, worker, wait=IDLE_SECONDS):
-        pass
+    serve(broker, state, worker, wait=IDLE_SECONDS, stopping=getattr(ctx, "stopping", None))
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A task's outcome, waiting for the transaction that records it and sends AsyncDone."""
+
+    handle: str
+    log_id: int
+    status: str
+    value: Any
+    error: str | None
+    job_ids: list[int]
+    times: tuple[str, str] | None
+
+
+def serve(broker: Broker, state: ExecutorState, worker: str, *, wait: float,
+          stopping: threading.Event | None = None) -> int:
+    """Serve tasks until none came for ``wait`` seconds (or ``stopping`` is set); how many
+    messages were handled.
+
+    A task's outcome is recorded, and its AsyncDone sent, in the same transaction that takes
+    the next task and marks it running: one commit per task instead of two while there is
+    work.  When nothing is waiting, the outcome commits on its own at once.
+    """
+    outcome: Outcome | None = None
+    handled = 0
+    try:
+        while stopping is None or not stopping.is_set():
+            got = _take(broker, state, worker, outcome, wait=0.0 if outcome else wait)
+            carried, outcome = outcome, None
+            if got is None:
+                if carried is None:
+                    break
+                continue  # the outcome is recorded: now wait for work
+            handled += 1
+            msg, payload = got
+            if payload is not None:
+                outcome = _run(broker, state, msg, payload)
+    finally:
+        if outcome is not None:
+            with broker.transaction() as tx:
+                _finish(tx, outcome)
+    return handled
+
+
+def serve_one(broker: Broker, state: ExecutorState, worker: str, *, wait: float) -> bool:
+    """Receive and run one task (or handle one control message); False if none came."""
+    got = _take(broker, state, worker, None, wait=wait)
+    if got is None:
+        return False
+    msg, payload = got
+    if payload is not None:
+        outcome = _run(broker, state, msg, payload)
+        with broker.transaction() as tx:
+            _finish(tx, outcome)
+    return True
+
+
+# Unlocked groups of a queue with ready messages: (group, priority, order, conversation) of
+# each group's next message.  A skip scan over the groups that have messages (index
+# sb_messages_group), so it costs a few lookups per group, not a pass over every queued
+# message: a scheduler with thousands of tasks queued does not slow each take down.
+_READY_GROUPS = """
+WITH RECURSIVE g(id) AS (
+    SELECT (SELECT min(group_id) FROM sb_messages)
+    UNION ALL
+    SELECT (SELECT min(group_id) FROM sb_messages WHERE group_id > g.id)
+    FROM g WHERE g.id IS NOT NULL
+)
+SELECT g.id, m.priority, m.queuing_order, e.conversation_id
+FROM g JOIN sb_messages m ON m.queuing_order = (
+    SELECT queuing_order FROM sb_messages WHERE group_id = g.id AND status = 1
+    ORDER BY priority DESC, conv_order, is_timer DESC, msn LIMIT 1)
+JOIN sb_endpoints e ON e.handle = m.handle
+WHERE g.id IS NOT NULL AND m.queue_id = ?
+    AND NOT EXISTS (SELECT 1 FROM sb_group_locks l WHERE l.group_id = g.id)
+"""
+
+
+def _ready_groups(broker: Broker) -> list[tuple[str, int, int, str]]:
+    with broker.db.connection() as conn:
+        queue = broker._catalog_for(conn, max_age=CATALOG_MAX_AGE).queue(schema.TARGET_QUEUE)
+        rows = conn.execute(_READY_GROUPS, (queue.queue_id,)).fetchall()
+    return [(str(g), int(p), int(o), str(c)) for g, p, o, c in rows]
 
 
 def _fair_groups(broker: Broker, state: ExecutorState) -> list[str]:
-    groups = broker._ready_groups(schema.TARGET_QUEUE)
+    groups = _ready_groups(broker)
     unknown = {conv for _, _, _, conv in groups if conv not in state.priorities}
     if unknown:
         for row in broker.view("Schedulers"):
@@ -88,57 +170,69 @@ def _fair_groups(broker: Broker, state: ExecutorState) -> list[str]:
     return [g[0] for g in ranked]
 
 
-def _receive_one(broker: Broker, state: ExecutorState, worker: str,
-                 wait: float) -> tuple[m.Message, dict[str, Any] | None] | None:
-    """Take the next message fairly and mark its task running; None when nothing came."""
+def _take(broker: Broker, state: ExecutorState, worker: str, outcome: Outcome | None, *,
+          wait: float) -> tuple[m.Message, dict[str, Any] | None] | None:
+    """One transaction: record ``outcome`` (if any), then take the next message fairly and
+    mark its task running.  None when no message came (the outcome is recorded anyway)."""
+    got = None
     candidates: list[str | None] = [*_fair_groups(broker, state), None]
-    for group in candidates:
+    with broker.transaction() as tx:
+        if outcome is not None:
+            _finish(tx, outcome)  # first: the writer is held, the receives below join it
+        for group in candidates:
+            msgs = tx.receive(schema.TARGET_QUEUE, top=1, conversation_group_id=group)
+            if msgs:
+                got = _started(broker, tx, worker, msgs[0])
+                break
+    if got is None and wait > 0:
+        # Wait in a transaction of its own: the one above may hold group locks it took.
         with broker.transaction() as tx:
-            if group is None:
-                msgs = tx.receive(schema.TARGET_QUEUE, top=1, timeout=wait)
-            else:
-                msgs = tx.receive(schema.TARGET_QUEUE, top=1, conversation_group_id=group)
-            if not msgs:
-                continue
-            msg = msgs[0]
-            if msg.message_type_name in (m.END_DIALOG, m.ERROR):
-                tx.end_conversation(msg.conversation_handle)
-                with state.lock:
-                    state.served.pop(msg.conversation_group_id, None)
-                return msg, None
-            payload: dict[str, Any] = msg.json()
-            log_id = int(payload["log_id"])
-            row = tx.execute(
-                "SELECT Status, CancelRequested FROM ExecutionLog WHERE LogID = ?", (log_id,)
-            ).fetchone()
-            if row is None or row[0] != "queued" or row[1]:
-                why = "the task was removed" if row is None else "cancelled before it started"
-                _finish(tx, msg.conversation_handle, log_id, "cancelled", None, why, [], None)
-                return msg, None
-            tx.execute(
-                "UPDATE ExecutionLog SET Status = 'running', StartTime = ?, Worker = ?,"
-                " WorkerSession = ?, TargetHandle = ? WHERE LogID = ?",
-                (_now(), worker, broker.session_id, msg.conversation_handle, log_id),
-            )
-            return msg, payload
-    return None
+            msgs = tx.receive(schema.TARGET_QUEUE, top=1, timeout=wait)
+            got = _started(broker, tx, worker, msgs[0]) if msgs else None
+    if got is not None:
+        msg, payload = got
+        group = msg.conversation_group_id
+        with state.lock:
+            if payload is None:
+                if msg.message_type_name in (m.END_DIALOG, m.ERROR):
+                    state.served.pop(group, None)
+            else:  # counted as running from here: the next fair choice sees it
+                state.running[group] += 1
+                state.running_logs[int(payload["log_id"])] = group
+                state.tick += 1
+                state.served[group] = state.tick
+    return got
 
 
-def serve_one(broker: Broker, state: ExecutorState, worker: str, *, wait: float) -> bool:
-    """Receive and run one task (or handle one control message); False if none came."""
-    got = _receive_one(broker, state, worker, wait)
-    if got is None:
-        return False
-    msg, payload = got
-    if payload is None:
-        return True
+def _started(broker: Broker, tx: Any, worker: str,
+             msg: m.Message) -> tuple[m.Message, dict[str, Any] | None]:
+    """Handle a received message inside its transaction: mark its task running (payload
+    returned), or end the dialog / cancel the task (None returned)."""
+    if msg.message_type_name in (m.END_DIALOG, m.ERROR):
+        tx.end_conversation(msg.conversation_handle)
+        return msg, None
+    payload: dict[str, Any] = msg.json()
+    log_id = int(payload["log_id"])
+    row = tx.execute(
+        "SELECT Status, CancelRequested FROM ExecutionLog WHERE LogID = ?", (log_id,)
+    ).fetchone()
+    if row is None or row[0] != "queued" or row[1]:
+        why = "the task was removed" if row is None else "cancelled before it started"
+        _finish(tx, Outcome(msg.conversation_handle, log_id, "cancelled", None, why, [], None))
+        return msg, None
+    tx.execute(
+        "UPDATE ExecutionLog SET Status = 'running', StartTime = ?, Worker = ?,"
+        " WorkerSession = ?, TargetHandle = ? WHERE LogID = ?",
+        (_now(), worker, broker.session_id, msg.conversation_handle, log_id),
+    )
+    return msg, payload
+
+
+def _run(broker: Broker, state: ExecutorState, msg: m.Message,
+         payload: dict[str, Any]) -> Outcome:
+    """Run the task outside any transaction; never raises for the task's own failure."""
     log_id = int(payload["log_id"])
     group = msg.conversation_group_id
-    with state.lock:
-        state.running[group] += 1
-        state.running_logs[log_id] = group
-        state.tick += 1
-        state.served[group] = state.tick
     _ensure_watcher(broker, state)
     try:
         task: Task = task_from_dict(payload["task"])
@@ -156,24 +250,21 @@ def serve_one(broker: Broker, state: ExecutorState, worker: str, *, wait: float)
             if state.running[group] <= 0:
                 del state.running[group]
             state.running_logs.pop(log_id, None)
-    with broker.transaction() as tx:
-        _finish(tx, msg.conversation_handle, log_id, status, value, error, job_ids,
-                (start, end))
-    return True
+    return Outcome(msg.conversation_handle, log_id, status, value, error, job_ids, (start, end))
 
 
-def _finish(tx: Any, handle: str, log_id: int, status: str, value: Any, error: str | None,
-            job_ids: list[int], times: tuple[str, str] | None) -> None:
-    """Record the outcome in ExecutionLog and send AsyncDone (one transaction)."""
-    start, end = times or (None, _now())
+def _finish(tx: Any, outcome: Outcome) -> None:
+    """Record the outcome in ExecutionLog and send AsyncDone (in the caller's transaction)."""
+    start, end = outcome.times or (None, _now())
     tx.execute(
         "UPDATE ExecutionLog SET Status = ?, EndTime = ?, Error = ?, SparkJobIds = ?,"
         " Value = ?, StartTime = COALESCE(StartTime, ?) WHERE LogID = ?",
-        (status, end, error, json.dumps(job_ids), json.dumps(value), start or end, log_id),
+        (outcome.status, end, outcome.error, json.dumps(outcome.job_ids),
+         json.dumps(outcome.value), start or end, outcome.log_id),
     )
-    tx.send(handle, schema.ASYNC_DONE, json.dumps({
-        "log_id": log_id, "status": status, "error": error, "value": value,
-        "start_time": start or end, "end_time": end,
+    tx.send(outcome.handle, schema.ASYNC_DONE, json.dumps({
+        "log_id": outcome.log_id, "status": outcome.status, "error": outcome.error,
+        "value": outcome.value, "start_time": start or end, "end_time": end,
     }))
 
 
@@ -225,7 +316,7 @@ def recover_dead_tasks(broker: Broker) -> int:
                 "SELECT 1 FROM ExecutionLog WHERE LogID = ? AND Status = 'running'", (log_id,)
             ).fetchone()
             if still and handle:
-                _finish(tx, handle, log_id, "failed", None, DIED, [], None)
+                _finish(tx, Outcome(handle, log_id, "failed", None, DIED, [], None))
     return len(rows)
 
 
