@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .. import messages as m
-from ..broker import CATALOG_MAX_AGE
 from ..spark import Runner, Task, execute, task_from_dict, task_to_json
 from . import schema
 
@@ -143,24 +142,20 @@ FROM g JOIN sb_messages m ON m.queuing_order = (
     SELECT queuing_order FROM sb_messages WHERE group_id = g.id AND status = 1
     ORDER BY priority DESC, conv_order, is_timer DESC, msn LIMIT 1)
 JOIN sb_endpoints e ON e.handle = m.handle
-WHERE g.id IS NOT NULL AND m.queue_id = ?
+WHERE g.id IS NOT NULL AND m.queue_id = (SELECT queue_id FROM sb_queues WHERE name = ?)
     AND NOT EXISTS (SELECT 1 FROM sb_group_locks l WHERE l.group_id = g.id)
 """
 
 
-def _ready_groups(broker: Broker) -> list[tuple[str, int, int, str]]:
-    with broker.db.connection() as conn:
-        queue = broker._catalog_for(conn, max_age=CATALOG_MAX_AGE).queue(schema.TARGET_QUEUE)
-        rows = conn.execute(_READY_GROUPS, (queue.queue_id,)).fetchall()
-    return [(str(g), int(p), int(o), str(c)) for g, p, o, c in rows]
-
-
-def _fair_groups(broker: Broker, state: ExecutorState) -> list[str]:
-    groups = _ready_groups(broker)
+def _fair_groups(tx: Any, state: ExecutorState) -> list[str]:
+    """The ready groups, best first (read in the taking transaction: when it holds the
+    writer, this costs no read snapshot of its own)."""
+    groups = [(str(g), int(p), int(o), str(c))
+              for g, p, o, c in tx.execute(_READY_GROUPS, (schema.TARGET_QUEUE,))]
     unknown = {conv for _, _, _, conv in groups if conv not in state.priorities}
     if unknown:
-        for row in broker.view("Schedulers"):
-            state.priorities[row["ConversationId"]] = int(row["Priority"])
+        for conv, priority in tx.execute("SELECT ConversationId, Priority FROM Schedulers"):
+            state.priorities[conv] = int(priority)
     with state.lock:
         ranked = sorted(
             groups,
@@ -175,11 +170,10 @@ def _take(broker: Broker, state: ExecutorState, worker: str, outcome: Outcome | 
     """One transaction: record ``outcome`` (if any), then take the next message fairly and
     mark its task running.  None when no message came (the outcome is recorded anyway)."""
     got = None
-    candidates: list[str | None] = [*_fair_groups(broker, state), None]
     with broker.transaction() as tx:
         if outcome is not None:
-            _finish(tx, outcome)  # first: the writer is held, the receives below join it
-        for group in candidates:
+            _finish(tx, outcome)  # first: the writer is held, the reads below join it
+        for group in [*_fair_groups(tx, state), None]:
             msgs = tx.receive(schema.TARGET_QUEUE, top=1, conversation_group_id=group)
             if msgs:
                 got = _started(broker, tx, worker, msgs[0])
@@ -213,19 +207,18 @@ def _started(broker: Broker, tx: Any, worker: str,
         return msg, None
     payload: dict[str, Any] = msg.json()
     log_id = int(payload["log_id"])
-    row = tx.execute(
-        "SELECT Status, CancelRequested FROM ExecutionLog WHERE LogID = ?", (log_id,)
-    ).fetchone()
-    if row is None or row[0] != "queued" or row[1]:
-        why = "the task was removed" if row is None else "cancelled before it started"
-        _finish(tx, Outcome(msg.conversation_handle, log_id, "cancelled", None, why, [], None))
-        return msg, None
-    tx.execute(
+    started = tx.execute(
         "UPDATE ExecutionLog SET Status = 'running', StartTime = ?, Worker = ?,"
-        " WorkerSession = ?, TargetHandle = ? WHERE LogID = ?",
+        " WorkerSession = ?, TargetHandle = ? WHERE LogID = ? AND Status = 'queued'"
+        " AND CancelRequested = 0",
         (_now(), worker, broker.session_id, msg.conversation_handle, log_id),
-    )
-    return msg, payload
+    ).rowcount
+    if started:
+        return msg, payload
+    row = tx.execute("SELECT 1 FROM ExecutionLog WHERE LogID = ?", (log_id,)).fetchone()
+    why = "the task was removed" if row is None else "cancelled before it started"
+    _finish(tx, Outcome(msg.conversation_handle, log_id, "cancelled", None, why, [], None))
+    return msg, None
 
 
 def _run(broker: Broker, state: ExecutorState, msg: m.Message,
