@@ -3,11 +3,14 @@ and fairness between a big and a small scheduler.
 
     python -m bench.scheduler            # everything (starts one local Spark session)
     python -m bench.scheduler --no-spark # overhead and fairness only, no JVM
+    python -m bench.scheduler --only spark --runs 5   # one part (overhead, fairness, spark)
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import resource
 import statistics
 import tempfile
 import time
@@ -28,6 +31,7 @@ QUERIES = [  # 40 small Spark SQL queries of a few shapes
     *(f"SELECT max(id * {i + 1}) AS m FROM range(20000)" for i in range(10)),
     *(f"SELECT count(DISTINCT id % {i + 3}) AS d FROM range(30000)" for i in range(10)),
 ]
+WARMUP_PASSES = 2
 
 
 def _broker(tmp: Path, name: str, runner: Any, readers: int) -> sbroker.Broker:
@@ -37,29 +41,37 @@ def _broker(tmp: Path, name: str, runner: Any, readers: int) -> sbroker.Broker:
     return b
 
 
-def overhead(tmp: Path, runs: int) -> list[float]:
-    """ms per task: 1,000 no-op Python tasks in 10 stages of 100, 4 executor readers."""
-    figures = []
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)  # every thread of this process
+    return usage.ru_utime + usage.ru_stime
+
+
+def overhead(tmp: Path, runs: int) -> tuple[list[float], list[float]]:
+    """ms per task: 1,000 no-op Python tasks in 10 stages of 100, 4 executor readers; wall
+    time, and CPU time of the process (all its threads) over the same span."""
+    wall, cpu = [], []
     for run in range(runs):
         runner = SparkRunner()  # no-op tasks never touch Spark: no JVM starts
         b = _broker(tmp, f"overhead{run}", runner, 4)
         try:
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), _cpu()
             with b.scheduler("bench") as s:
                 for _stage in range(10):
                     for _ in range(100):
                         s.exec_async(PythonTask("bench.tasks:noop"))
                     s.wait_all()
-            figures.append((time.perf_counter() - start) / 1000 * 1000)
+            wall.append(time.perf_counter() - start)  # seconds per 1,000 = ms per task
+            cpu.append(_cpu() - cpu_start)
             assert not runner.started, "a no-op task started Spark"
         finally:
             b.close()
-    return figures
+    return wall, cpu
 
 
 def fairness(tmp: Path, runs: int) -> tuple[list[float], list[float]]:
     """Seconds for a scheduler's 3 tasks, alone and while another has 1,000 queued."""
-    alone, contended = [], []
+    alone: list[float] = []
+    contended: list[float] = []
     for run in range(runs):
         for big_tasks, out in ((0, alone), (1000, contended)):
             b = _broker(tmp, f"fair{run}-{big_tasks}", SparkRunner(), 4)
@@ -79,37 +91,83 @@ def fairness(tmp: Path, runs: int) -> tuple[list[float], list[float]]:
     return alone, contended
 
 
-def spark_ratio(tmp: Path, runs: int) -> tuple[list[float], list[float], list[float]]:
+class _Clock:
+    """Wall time and CPU time of this process plus its local Spark JVM: the CPU figure does
+    not depend on what else the machine runs, the wall figure does."""
+
+    def __init__(self, spark: Any) -> None:
+        proc = getattr(getattr(spark.sparkContext, "_gateway", None), "proc", None)
+        self._stat = f"/proc/{proc.pid}/stat" if proc is not None else None
+
+    def read(self) -> tuple[float, float]:
+        cpu = _cpu()
+        if self._stat is not None and os.path.exists(self._stat):
+            with open(self._stat, encoding="ascii") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+            cpu += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return time.perf_counter(), cpu
+
+
+def _direct(spark: Any, clock: _Clock) -> tuple[float, float]:
+    """(wall, CPU) seconds for the 40 queries from a thread pool of 4 on ``spark``."""
+    wall, cpu = clock.read()
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(lambda q: spark.sql(q).collect(), QUERIES))
+    wall_end, cpu_end = clock.read()
+    return wall_end - wall, cpu_end - cpu
+
+
+def _through_scheduler(tmp: Path, name: str, runner: SparkRunner,
+                       clock: _Clock) -> list[tuple[float, float]]:
+    """(wall, CPU) seconds for the 40 queries through a fresh broker's scheduler from cold,
+    then warm."""
+    b = _broker(tmp, name, runner, 4)
+    try:
+        with b.scheduler("spark") as s:
+            times = []
+            for _stage in ("cold", "warm"):
+                wall, cpu = clock.read()
+                for q in QUERIES:
+                    s.exec_async(SparkSQL(q))
+                s.wait_all()
+                wall_end, cpu_end = clock.read()
+                times.append((wall_end - wall, cpu_end - cpu))
+    finally:
+        b._executor_state = None  # type: ignore[attr-defined]  # keep the session
+        b.close()
+    return times
+
+
+Timings = list[tuple[float, float]]  # (wall, CPU) seconds per round
+
+
+def spark_ratio(tmp: Path, runs: int) -> tuple[Timings, Timings, Timings]:
     """Seconds for the 40 queries through the scheduler from cold (no executor reader
     running yet: activation ramps up one reader per monitor interval, as seed 001 says) and
-    warm (readers already running after a first stage), and from a thread pool of 4."""
+    warm (readers already running after a first stage), and from a thread pool of 4.
+
+    The JVM is warmed with WARMUP_PASSES passes over all 40 queries first: JIT and
+    whole-stage codegen make the first passes over new queries 2-3 times slower, which
+    would be charged to whichever side runs first.  The order alternates between rounds
+    (scheduler first, then thread pool first) so that any drift left falls on both sides.
+    """
     runner = SparkRunner(SparkConfig(master="local[2]"))
     spark = runner.session()
-    for q in QUERIES[:4]:  # warm the JVM up before timing anything
-        spark.sql(q).collect()
-    cold, warm, direct = [], [], []
+    clock = _Clock(spark)
+    for _ in range(WARMUP_PASSES):
+        _direct(spark, clock)
+    cold: Timings = []
+    warm: Timings = []
+    direct: Timings = []
     try:
         for run in range(runs):
-            b = _broker(tmp, f"spark{run}", runner, 4)
-            try:
-                with b.scheduler("spark") as s:
-                    start = time.perf_counter()
-                    for q in QUERIES:
-                        s.exec_async(SparkSQL(q))
-                    s.wait_all()
-                    cold.append(time.perf_counter() - start)
-                    start = time.perf_counter()  # the readers are running now
-                    for q in QUERIES:
-                        s.exec_async(SparkSQL(q))
-                    s.wait_all()
-                    warm.append(time.perf_counter() - start)
-            finally:
-                b._executor_state = None  # type: ignore[attr-defined]  # keep the session
-                b.close()
-            start = time.perf_counter()
-            with ThreadPoolExecutor(4) as pool:
-                list(pool.map(lambda q: spark.sql(q).collect(), QUERIES))
-            direct.append(time.perf_counter() - start)
+            if run % 2:
+                direct.append(_direct(spark, clock))
+            c, w = _through_scheduler(tmp, f"spark{run}", runner, clock)
+            cold.append(c)
+            warm.append(w)
+            if not run % 2:
+                direct.append(_direct(spark, clock))
     finally:
         runner.close()
     return cold, warm, direct
@@ -124,30 +182,40 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.scheduler", description=__doc__)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--no-spark", action="store_true", help="skip the Spark comparison")
+    parser.add_argument("--only", choices=("overhead", "fairness", "spark"), action="append",
+                        help="run only this part (repeatable)")
     args = parser.parse_args()
+    parts = set(args.only or ("overhead", "fairness", "spark"))
+    if args.no_spark:
+        parts.discard("spark")
     table = Table(title="sbroker task scheduler (durability=normal)")
     for col in ("benchmark", "figure", "target"):
         table.add_column(col)
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        console.print("overhead: 1,000 no-op tasks, 10 stages of 100, 4 readers ...")
-        ms = overhead(tmp, args.runs)
-        table.add_row("overhead per task", _fmt(ms, "ms"), "<= 2 ms")
-        console.print("fairness: 3 tasks alone, then behind a scheduler with 1,000 queued ...")
-        alone, contended = fairness(tmp, args.runs)
-        table.add_row("small scheduler alone", _fmt(alone, "s", 3), "")
-        table.add_row("small scheduler with a big one", _fmt(contended, "s", 3),
-                      "close to alone")
-        if not args.no_spark:
+        if "overhead" in parts:
+            console.print("overhead: 1,000 no-op tasks, 10 stages of 100, 4 readers ...")
+            wall, cpu = overhead(tmp, args.runs)
+            table.add_row("overhead per task", _fmt(wall, "ms"), "<= 2 ms")
+            table.add_row("CPU per task (all threads)", _fmt(cpu, "ms"), "")
+        if "fairness" in parts:
+            console.print("fairness: 3 tasks alone, then behind a scheduler with 1,000 queued")
+            alone, contended = fairness(tmp, args.runs)
+            table.add_row("small scheduler alone", _fmt(alone, "s", 3), "")
+            table.add_row("small scheduler with a big one", _fmt(contended, "s", 3),
+                          "close to alone")
+        if "spark" in parts:
             console.print("Spark: 40 small SQL queries, scheduler vs thread pool of 4 ...")
             cold, warm, direct = spark_ratio(tmp, args.runs)
-            table.add_row("40 queries, scheduler from cold", _fmt(cold, "s"), "")
-            table.add_row("40 queries, scheduler with readers running", _fmt(warm, "s"), "")
-            table.add_row("40 queries from a thread pool of 4", _fmt(direct, "s"), "")
-            for label, values in (("cold", cold), ("warm", warm)):
-                ratios = [t / d for t, d in zip(values, direct, strict=True)]
-                table.add_row(f"ratio scheduler ({label}) / thread pool", _fmt(ratios, "x"),
-                              "<= 1.1")
+            for label, timings in (("scheduler from cold", cold),
+                                   ("scheduler with readers running", warm),
+                                   ("from a thread pool of 4", direct)):
+                table.add_row(f"40 queries, {label}", _fmt([t[0] for t in timings], "s"), "")
+            for label, timings in (("cold", cold), ("warm", warm)):
+                for what, i in (("wall", 0), ("CPU, Python + JVM", 1)):
+                    ratios = [t[i] / d[i] for t, d in zip(timings, direct, strict=True)]
+                    table.add_row(f"ratio scheduler ({label}) / thread pool, {what}",
+                                  _fmt(ratios, "x"), "<= 1.1" if i == 0 else "")
     console.print(table)
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
 from sbroker.activation.monitor import (
     EXTERNAL,
     INACTIVE,
@@ -130,3 +133,30 @@ def test_after_a_failed_procedure_the_restart_waits_for_the_interval() -> None:
     assert not decide(mon, 1.0, available=False)
     assert not decide(mon, 1.1)  # even a message "arriving at an empty queue"
     assert decide(mon, 5.0)
+
+
+_times = st.one_of(st.none(), st.floats(0.0, 20.0))
+
+
+@given(running=st.integers(0, 5), waiting=st.integers(0, 2), max_readers=st.integers(1, 4),
+       state=st.sampled_from([INACTIVE, NOTIFIED, RECEIVES_OCCURRING]),
+       last_empty=_times, last_activated=_times, seen_empty=st.booleans(),
+       failed=st.booleans(), now=st.floats(0.0, 30.0), available=st.booleans())
+@example(running=0, waiting=0, max_readers=4, state=INACTIVE, last_empty=None,  # rule (a)
+         last_activated=None, seen_empty=True, failed=False, now=1.0, available=True)
+@example(running=1, waiting=0, max_readers=4, state=RECEIVES_OCCURRING,  # rule (b)
+         last_empty=None, last_activated=0.0, seen_empty=False, failed=False, now=10.0,
+         available=True)
+@settings(max_examples=300, deadline=None)
+def test_an_event_the_service_skips_could_not_have_activated(
+        running: int, waiting: int, max_readers: int, state: str, last_empty: float | None,
+        last_activated: float | None, seen_empty: bool, failed: bool, now: float,
+        available: bool) -> None:
+    """The service skips the monitor pass an event would cause when ``event_may_activate``
+    is False: a pass at that moment must not have activated either."""
+    mon = Monitor(1, "q", state=state, tasks_running=running, tasks_waiting=waiting,
+                  last_empty_rowset_time=last_empty, last_activated_time=last_activated,
+                  seen_empty=seen_empty, failed=failed, max_readers=max_readers)
+    if not mon.event_may_activate(now, INTERVAL):
+        assert not mon.decide(now, INTERVAL, enabled=True, available=available,
+                              max_readers=max_readers)

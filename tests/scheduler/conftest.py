@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import sbroker
-from sbroker.scheduler import serve_one
+from sbroker.scheduler import serve
 from sbroker.scheduler.executor import executor_state
 from sbroker.spark import StubRunner
 
@@ -28,8 +28,8 @@ class Readers:
     def _loop(self) -> None:
         state = executor_state(self.broker)
         name = threading.current_thread().name
-        while not self.stop.is_set():
-            serve_one(self.broker, state, name, wait=0.05)
+        while not self.stop.is_set():  # as the activated procedure does, but never exits
+            serve(self.broker, state, name, wait=0.05, stopping=self.stop)
 
     def close(self) -> None:
         self.stop.set()

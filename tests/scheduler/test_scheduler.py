@@ -8,6 +8,9 @@ import time
 import pytest
 
 import sbroker
+from sbroker.scheduler import serve, serve_one
+from sbroker.scheduler.client import install_runner
+from sbroker.scheduler.executor import executor_state
 from sbroker.spark import PythonTask, SparkSQL, StubRunner, TaskFailed
 
 
@@ -140,3 +143,71 @@ def test_a_task_whose_executor_died_is_reported_failed(
                 " TargetHandle = ? WHERE LogID = ?", (msg.conversation_handle, log_id))
         result = s.synchronize(timeout=30)
     assert result.status == "failed" and "died" in (result.error or "")
+
+
+class _Peeking(StubRunner):
+    """A stub that looks at the ExecutionLog from inside each run."""
+
+    def __init__(self, broker: sbroker.Broker) -> None:
+        super().__init__()
+        self.broker = broker
+        self.seen: dict[int, dict[int, str]] = {}  # running log id -> statuses it saw
+        self.stop_after: int | None = None
+        self.stopping = threading.Event()
+
+    def run(self, task, *, log_id, pool=None):  # type: ignore[no-untyped-def]
+        rows = self.broker.view("ExecutionLog")
+        self.seen[log_id] = {r["LogID"]: r["Status"] for r in rows}
+        if log_id == self.stop_after:
+            self.stopping.set()
+        return super().run(task, log_id=log_id, pool=pool)
+
+
+def test_a_task_runs_after_its_row_says_running_and_the_previous_outcome_is_recorded(
+        executor: sbroker.Broker) -> None:
+    peek = _Peeking(executor)
+    install_runner(executor, peek)
+    with executor.scheduler() as s:
+        ids = [s.exec_async(f"SELECT {i}") for i in range(3)]
+        assert serve(executor, executor_state(executor), "w", wait=0) == 3
+        for before, now in zip([None, *ids], ids, strict=False):
+            assert peek.seen[now][now] == "running"
+            if before is not None:  # its outcome committed with the take of this task
+                assert peek.seen[now][before] == "succeeded"
+        results = [s.synchronize(timeout=30) for _ in ids]
+        assert [r.log_id for r in results] == ids  # in order, one per call
+        with pytest.raises(sbroker.BrokerError, match="no task"):
+            s.synchronize()
+    assert {r["Status"] for r in executor.view("ExecutionLog")} == {"succeeded"}
+
+
+def test_a_reader_stopped_between_tasks_reports_the_task_it_ran(
+        executor: sbroker.Broker) -> None:
+    peek = _Peeking(executor)
+    install_runner(executor, peek)
+    with executor.scheduler() as s:
+        first, second = s.exec_async("SELECT 1"), s.exec_async("SELECT 2")
+        peek.stop_after = first
+        state = executor_state(executor)
+        assert serve(executor, state, "w", wait=0, stopping=peek.stopping) == 1
+        assert s.synchronize(timeout=30).log_id == first
+        statuses = {r["LogID"]: r["Status"] for r in executor.view("ExecutionLog")}
+        assert statuses == {first: "succeeded", second: "queued"}
+        assert serve(executor, state, "w", wait=0) == 1
+        assert s.synchronize(timeout=30).log_id == second
+
+
+def test_results_taken_with_an_error_from_the_executor_come_first_then_the_error(
+        executor: sbroker.Broker, runner: StubRunner) -> None:
+    with executor.scheduler() as s:
+        done, lost = s.exec_async("SELECT 1"), s.exec_async("SELECT 2")
+        assert serve_one(executor, executor_state(executor), "w", wait=0)
+        row = next(r for r in executor.view("ExecutionLog") if r["LogID"] == done)
+        with executor.transaction() as tx:  # an administrator ends the executor's side
+            tx.end_conversation(row["TargetHandle"], error=50, description="stopped by admin")
+        assert s.synchronize(timeout=30).log_id == done  # taken with the Error message
+        with pytest.raises(sbroker.BrokerError, match="stopped by admin"):
+            s.synchronize(timeout=30)  # the task still queued will never be reported
+        assert s.handle is None  # its side of the dialog was ended with the Error
+    assert lost not in {r["LogID"] for r in executor.view("ExecutionLog")
+                        if r["Status"] != "queued"}

@@ -50,6 +50,7 @@ class Monitor:
     last_error: str | None = None
     seen_empty: bool = True  # the last look found no ready message at all
     failed: bool = False  # the last activated procedure raised: no immediate restart
+    max_readers: int | None = None  # the queue's max_queue_readers at the last pass
 
     def note_receive(self, now: float, *, empty: bool) -> None:
         """A RECEIVE / GET CONVERSATION GROUP on the queue returned."""
@@ -74,6 +75,20 @@ class Monitor:
         if self._notified_pending(now, interval):
             return False
         return not (self.kind == INTERNAL and self.tasks_running >= max_readers)
+
+    def event_may_activate(self, now: float, interval: float) -> bool:
+        """Whether an event (an arrival, a RECEIVE, a session starting or ending a wait)
+        could make ``decide`` activate now.  When False only time can, and the pass that
+        ``next_check`` scheduled covers that: skipping the pass changes no decision."""
+        if self.kind != INTERNAL or self.max_readers is None:
+            return True
+        if self.tasks_running >= self.max_readers:
+            return False  # no room
+        if self.tasks_running == 0:
+            return True  # (a) an arrival to an empty queue
+        quiet = min(_since(now, self.last_empty_rowset_time),
+                    _since(now, self.last_activated_time))
+        return self.tasks_waiting == 0 and quiet >= interval  # (b) may hold already
 
     def _idle_state(self, now: float, interval: float) -> str:
         if self.tasks_running > 0 or (

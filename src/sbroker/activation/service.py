@@ -116,10 +116,32 @@ class ActivationService(ClockLoop):
         return mon
 
     def touch(self, queue_ids: Iterable[int]) -> None:
-        """Something happened: re-evaluate at once (if the service runs)."""
+        """Something happened: re-evaluate at once (if the service runs), unless it happened
+        only in queues for which no pass could do anything now (see ``_moot``)."""
         self._dirty = True
-        if self.running:
+        if self.running and not self._moot(queue_ids):
             self.wake()
+
+    def _moot(self, queue_ids: Iterable[int]) -> bool:
+        """True when every queue named (at least one) is one a pass cannot activate for
+        because of this event: not monitored (a queue becomes monitored only by DDL, which
+        wakes the service through ``altered``, or by another process, which the cross-process
+        poll sees), or internally activated with readers running and nothing but time able to
+        change the decision (``Monitor.event_may_activate``).  A busy executor then costs no
+        monitor pass per message and RECEIVE."""
+        ids = tuple(queue_ids)
+        if not ids:
+            return False
+        now = self.broker.clock.now()
+        interval = self.broker.monitor_interval
+        with self.lock:
+            for qid in ids:
+                if qid not in self._monitored:
+                    continue
+                mon = self._monitors.get(qid)
+                if mon is None or mon.event_may_activate(now, interval):
+                    return False
+        return True
 
     def wait_for(self, predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
         """Wait (real time) until ``predicate()`` holds; it is re-checked, with the service's
@@ -221,6 +243,7 @@ class ActivationService(ClockLoop):
             with self.lock:
                 mon = self.monitor(qid)
                 mon.queue_name, mon.kind = q.name, kind
+                mon.max_readers = q.max_queue_readers
                 look = q.status and mon.needs_look(now, interval, q.max_queue_readers)
                 empties = mon.empty_receives
             ready, available = self._look(qid) if look else (None, None)
@@ -321,7 +344,7 @@ class _Hooks(EngineHooks):
         now = s.broker.clock.now()
         with s.lock:
             s.monitor(queue_id).note_receive(now, empty=empty)
-        s.touch(())
+        s.touch((queue_id,))
 
     def waiting(self, queue_id: int, delta: int) -> None:
         with self.s.lock:

@@ -3,6 +3,6 @@
 from __future__ import annotations
 
 from .client import Scheduler
-from .executor import executor_procedure, recover_dead_tasks, serve_one
+from .executor import executor_procedure, recover_dead_tasks, serve, serve_one
 
-__all__ = ["Scheduler", "executor_procedure", "recover_dead_tasks", "serve_one"]
+__all__ = ["Scheduler", "executor_procedure", "recover_dead_tasks", "serve", "serve_one"]

@@ -8,6 +8,7 @@ import itertools
 import json
 import os
 import threading
+from collections import deque
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -52,7 +53,8 @@ class Scheduler:
         self.priority = priority or 5
         self.handle: str | None = None
         self._in_flight: set[int] = set()
-        self._buffer: list[TaskResult] = []
+        self._buffer: deque[TaskResult] = deque()  # received, not yet returned
+        self._ended: str | None = None  # why the dialog ended under us, once it has
         self._collected: list[TaskResult] = []
         self._started: dict[int, dt.datetime] = {}
         self._lock = threading.Lock()
@@ -96,7 +98,7 @@ class Scheduler:
         handle = self._need_handle()
         task = as_task(task)
         while self.max_concurrency is not None and len(self._in_flight) >= self.max_concurrency:
-            self._buffer.append(self._receive_done(None))  # the seed's semaphore
+            self._buffer.extend(self._receive_done(None))  # the seed's semaphore
         body = task_to_dict(task)
         with self.broker.transaction() as tx:
             cur = tx.execute(
@@ -114,12 +116,11 @@ class Scheduler:
     # -- Synchronization ---------------------------------------------------------------------
     def synchronize(self, timeout: float | None = None) -> TaskResult:
         """Wait for one task to finish and return its result (``TimeoutError`` on timeout)."""
-        if self._buffer:
-            result = self._buffer.pop(0)
-        else:
+        if not self._buffer:
             if not self._in_flight:
                 raise BrokerError("synchronize() with no task in flight would wait forever")
-            result = self._receive_done(timeout)
+            self._buffer.extend(self._receive_done(timeout))
+        result = self._buffer.popleft()
         self._collected.append(result)
         return result
 
@@ -132,7 +133,10 @@ class Scheduler:
             raise TaskFailed(results)
         return results
 
-    def _receive_done(self, timeout: float | None) -> TaskResult:
+    def _receive_done(self, timeout: float | None) -> list[TaskResult]:
+        """Every AsyncDone waiting (at least one), taken in one transaction."""
+        if self._ended is not None:
+            raise BrokerError(f"the scheduler's dialog ended unexpectedly: {self._ended}")
         handle = self._need_handle()
         clock = self.broker.clock
         deadline = None if timeout is None else clock.now() + timeout
@@ -140,21 +144,27 @@ class Scheduler:
             wait = RECOVERY_SECONDS if deadline is None else min(
                 RECOVERY_SECONDS, max(0.0, deadline - clock.now()))
             with self.broker.transaction() as tx:
-                msgs = tx.receive(schema.INITIATOR_QUEUE, top=1, conversation_handle=handle,
+                msgs = tx.receive(schema.INITIATOR_QUEUE, conversation_handle=handle,
                                   timeout=wait)
-                if msgs:
-                    return self._result(tx, msgs[0])
+                if any(msg.message_type_name in (m.END_DIALOG, m.ERROR) for msg in msgs):
+                    tx.end_conversation(handle)
+            results: list[TaskResult] = []
+            for msg in msgs:  # committed: now they are ours
+                if msg.message_type_name == schema.ASYNC_DONE:
+                    results.append(self._result(msg))
+                    continue
+                if msg.message_type_name in (m.END_DIALOG, m.ERROR):
+                    self.handle = None
+                self._ended = msg.error()[1] if msg.is_error else msg.message_type_name
+            if results:  # an unexpected message taken with them is raised on the next call
+                return results
+            if self._ended is not None:
+                raise BrokerError(f"the scheduler's dialog ended unexpectedly: {self._ended}")
             if deadline is not None and clock.now() >= deadline:
                 raise TimeoutError(f"no task of {self.name} finished within {timeout} s")
             recover_dead_tasks(self.broker)
 
-    def _result(self, tx: Any, msg: m.Message) -> TaskResult:
-        if msg.message_type_name != schema.ASYNC_DONE:
-            if msg.message_type_name in (m.END_DIALOG, m.ERROR):
-                tx.end_conversation(msg.conversation_handle)
-                self.handle = None
-            detail = msg.error()[1] if msg.is_error else msg.message_type_name
-            raise BrokerError(f"the scheduler's dialog ended unexpectedly: {detail}")
+    def _result(self, msg: m.Message) -> TaskResult:
         data = msg.json()
         log_id = int(data["log_id"])
         self._in_flight.discard(log_id)
