@@ -171,13 +171,14 @@ class Writer:
     def release_exclusive(self) -> None:
         with self._cond:
             self._holder = None
-            self._hand_off()
+            self._hand_off(after_exclusive=True)
 
-    def _hand_off(self) -> None:
-        """The writer's owner is done (call with the condition held): the oldest queued item
-        leads next, unless a thread waits for the writer in acquire_exclusive (it goes first,
-        and hands off in its turn when it releases)."""
-        if self._queue and not self._exclusive_waiting:
+    def _hand_off(self, *, after_exclusive: bool = False) -> None:
+        """The writer's owner is done (call with the condition held).  Batches and exclusive
+        holders take turns, so neither can starve the other: after an exclusive holder the
+        oldest queued item leads; after a batch a thread waiting in acquire_exclusive goes
+        first, if there is one."""
+        if self._queue and (after_exclusive or not self._exclusive_waiting):
             nxt = self._queue[0]
             if nxt.state == 0:
                 nxt.state = 3
