@@ -4,8 +4,6 @@ The first thread to arrive becomes the leader, takes everything queued, and runs
 SQLite transaction on a dedicated connection, each piece inside its own SAVEPOINT so that one
 failure rolls back only that piece.  Followers wait and get their result.  Under concurrency
 many broker commits share one SQLite commit (and one fsync with ``durability="full"``).
-Each follower sleeps on its own lock: the leader wakes exactly the threads whose items it ran,
-and hands the lead to the oldest waiting one, instead of waking every waiter to race for it.
 
 Lazy group locks: a RECEIVE's lock attempt runs as a *lazy* item.  A batch of only lazy items
 leaves the SQLite write transaction open instead of committing, and the conversation-group
@@ -38,7 +36,7 @@ _INSERT_LOCK = (
 
 
 class _Item(Generic[T]):
-    __slots__ = ("durable", "error", "fn", "lazy", "result", "state", "wake")
+    __slots__ = ("durable", "error", "fn", "lazy", "result", "state")
 
     def __init__(self, fn: Callable[[sqlite3.Connection], T], durable: bool, lazy: bool) -> None:
         self.fn = fn
@@ -46,9 +44,7 @@ class _Item(Generic[T]):
         self.lazy = lazy
         self.result: T | None = None
         self.error: BaseException | None = None
-        self.state = 0  # 0 queued, 1 taken by a leader, 2 done, 3 handed the lead
-        self.wake = threading.Lock()  # held until the item is done or handed the lead
-        self.wake.acquire()
+        self.state = 0  # 0 queued, 1 taken by a leader, 2 done
 
 
 class Writer:
@@ -62,7 +58,6 @@ class Writer:
         self._cond = threading.Condition(threading.Lock())  # not re-entrant: faster
         self._queue: list[_Item[Any]] = []
         self._leading = False
-        self._exclusive_waiting = 0  # threads waiting in acquire_exclusive
         self._holder: int | None = None  # thread holding the writer for a transaction
         self._open = False  # a lazy write transaction is open on self._conn
         self._opened_at = 0.0
@@ -152,12 +147,8 @@ class Writer:
                     "this thread already holds the write lock in another transaction "
                     "(it ran a write statement with execute): finish that one first"
                 )
-            self._exclusive_waiting += 1
-            try:
-                while self._leading:
-                    self._cond.wait()
-            finally:
-                self._exclusive_waiting -= 1
+            while self._leading:
+                self._cond.wait()
             self._leading = True
             self._holder = me
         try:
@@ -170,22 +161,9 @@ class Writer:
 
     def release_exclusive(self) -> None:
         with self._cond:
+            self._leading = False
             self._holder = None
-            self._hand_off(after_exclusive=True)
-
-    def _hand_off(self, *, after_exclusive: bool = False) -> None:
-        """The writer's owner is done (call with the condition held).  Batches and exclusive
-        holders take turns, so neither can starve the other: after an exclusive holder the
-        oldest queued item leads; after a batch a thread waiting in acquire_exclusive goes
-        first, if there is one."""
-        if self._queue and (after_exclusive or not self._exclusive_waiting):
-            nxt = self._queue[0]
-            if nxt.state == 0:
-                nxt.state = 3
-                nxt.wake.release()
-                return  # _leading stays True: it belongs to nxt now
-        self._leading = False
-        self._cond.notify_all()  # acquire_exclusive, the lazy timer, close
+            self._cond.notify_all()
 
     # -- batches -----------------------------------------------------------------------------
     def run(self, fn: Callable[[sqlite3.Connection], T], *, durable: bool = True,
@@ -202,15 +180,13 @@ class Writer:
                     "statement with execute): commit or roll it back first"
                 )
             self._queue.append(item)
-            lead = not self._leading
-            if lead:
-                self._leading = True
         while True:
-            if not lead:
-                item.wake.acquire()  # released when a leader ran the item or handed us the lead
+            with self._cond:
+                while item.state != 2 and self._leading:
+                    self._cond.wait()
                 if item.state == 2:
                     return self._outcome(item)
-            with self._cond:
+                self._leading = True
                 batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
                 for it in batch:
                     it.state = 1
@@ -218,17 +194,8 @@ class Writer:
                 self._commit(batch)
             finally:
                 with self._cond:
-                    for it in batch:
-                        if it.state != 2:  # _commit itself failed (an interrupt)
-                            it.state = 2
-                            it.error = it.error or TransactionStateError(
-                                "the write batch was interrupted")
-                        if it is not item:
-                            it.wake.release()
-                    self._hand_off()
-            if item.state == 2:
-                return self._outcome(item)
-            lead = False  # more than MAX_BATCH were queued before us: wait for our turn
+                    self._leading = False
+                    self._cond.notify_all()
 
     @staticmethod
     def _outcome(item: _Item[T]) -> T:
@@ -348,7 +315,8 @@ class Writer:
                 pass  # still failing: the next batch writes the locks with its commit
             finally:
                 with self._cond:
-                    self._hand_off()
+                    self._leading = False
+                    self._cond.notify_all()
         with self._cond:
             self._timer = None
 
