@@ -87,13 +87,19 @@ del _s, _e
 SENDABLE = frozenset(_LIVE)
 
 
+# The same table keyed by the state's plain string (what a row holds): a State member finds
+# these keys too, since each state's name is its value (checked here), so its hash is the same.
+assert all(s.name == s.value for s in State)
+_BY_VALUE = {(s.value, e): found for (s, e), found in TRANSITIONS.items()}
+
+
 def transition(state: State | str, event: Event) -> tuple[State, tuple[Effect, ...]]:
     """The next state and effects, or :class:`ConversationStateError` if not allowed."""
-    key = (State(state), event)
-    try:
-        return TRANSITIONS[key]
-    except KeyError:
-        raise ConversationStateError(
-            f"the conversation endpoint is in state {key[0].value}, "
-            f"which does not allow {event.value.replace('_', ' ')}"
-        ) from None
+    found = _BY_VALUE.get((state, event))
+    if found is not None:
+        return found
+    key = (State(state), event)  # ValueError for a state that does not exist
+    raise ConversationStateError(
+        f"the conversation endpoint is in state {key[0].value}, "
+        f"which does not allow {event.value.replace('_', ' ')}"
+    )
