@@ -47,6 +47,18 @@ def _rate(n: int, fn: Callable[[], None]) -> float:
     return n / (time.perf_counter() - t0)
 
 
+def _by_group(conn: sqlite3.Connection, n: int, take: Callable[[int], int]) -> None:
+    """Receive n messages, up to 100 of one group per transaction, the groups in turn;
+    ``take(g)`` reads and deletes group g's next messages and says how many."""
+    got = 0
+    for g in itertools.cycle(range(GROUPS)):
+        if got >= n:
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        got += take(g)
+        conn.execute("COMMIT")
+
+
 def raw_insert(path: Path, n: int) -> dict[str, float]:
     """One committed INSERT per transaction into a bare table."""
     conn = connect(path, "normal")
@@ -148,20 +160,14 @@ def sbroker_w2(path: Path, n: int) -> dict[str, float]:
             conn.executemany(_INSERT, rows)
             conn.execute("COMMIT")
 
-    def receive() -> None:
-        got = 0
-        for g in itertools.cycle(range(GROUPS)):
-            if got >= n:
-                return
-            conn.execute("BEGIN IMMEDIATE")
-            rows = conn.execute(fetch, (templates[g][1], BATCH)).fetchall()
-            conn.executemany("DELETE FROM sb_messages WHERE queuing_order = ? AND message_id = ?",
-                             [(r[2], r[11]) for r in rows])
-            conn.execute("COMMIT")
-            got += len(rows)
+    def take(g: int) -> int:
+        rows = conn.execute(fetch, (templates[g][1], BATCH)).fetchall()
+        conn.executemany("DELETE FROM sb_messages WHERE queuing_order = ? AND message_id = ?",
+                         [(r[2], r[11]) for r in rows])
+        return len(rows)
 
     try:
-        return {"send": _rate(n, send), "receive": _rate(n, receive)}
+        return {"send": _rate(n, send), "receive": _rate(n, lambda: _by_group(conn, n, take))}
     finally:
         conn.close()
 
@@ -179,20 +185,14 @@ def minimal_w2(path: Path, n: int) -> dict[str, float]:
                              [(i % GROUPS, BODY) for i in range(j, j + BATCH)])
             conn.execute("COMMIT")
 
-    def receive() -> None:
-        got = 0
-        for g in itertools.cycle(range(GROUPS)):
-            if got >= n:
-                return
-            conn.execute("BEGIN IMMEDIATE")
-            rows = conn.execute("SELECT id, body FROM m WHERE grp = ? ORDER BY id LIMIT ?",
-                                (g, BATCH)).fetchall()
-            conn.executemany("DELETE FROM m WHERE id = ?", [(r[0],) for r in rows])
-            conn.execute("COMMIT")
-            got += len(rows)
+    def take(g: int) -> int:
+        rows = conn.execute("SELECT id, body FROM m WHERE grp = ? ORDER BY id LIMIT ?",
+                            (g, BATCH)).fetchall()
+        conn.executemany("DELETE FROM m WHERE id = ?", [(r[0],) for r in rows])
+        return len(rows)
 
     try:
-        return {"send": _rate(n, send), "receive": _rate(n, receive)}
+        return {"send": _rate(n, send), "receive": _rate(n, lambda: _by_group(conn, n, take))}
     finally:
         conn.close()
 
