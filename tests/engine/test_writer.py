@@ -1,5 +1,5 @@
 """The group-commit writer under many threads: every item runs exactly once and its own
-thread gets its own result, whatever batches, lead hand-offs and exclusive holders happen."""
+thread gets its own result, whatever batches, changes of leader and exclusive holders happen."""
 
 from __future__ import annotations
 
@@ -76,8 +76,8 @@ def test_every_item_runs_once_and_returns_to_its_thread(tmp_path: Path, max_batc
 @pytest.mark.parametrize("max_batch", [writer_mod.MAX_BATCH, 2])
 def test_exclusive_holders_and_batches_take_turns(tmp_path: Path, max_batch: int,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    """While a thread waits for the writer exclusively, the lead is not handed on: items pile
-    up, and whoever leads next may find its own item beyond one batch."""
+    """While a thread holds the writer exclusively, items pile up; with a 2-item batch limit
+    whoever leads next may find its own item beyond one batch and must lead again."""
     monkeypatch.setattr(writer_mod, "MAX_BATCH", max_batch)
     w = _writer(tmp_path / "w.db")
     held = []
