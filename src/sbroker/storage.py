@@ -15,6 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from .checkpoint import SAFETY_PAGES, Checkpointer
 from .errors import DatabaseError, InvalidArgumentError
 from .writer import Writer
 
@@ -97,7 +98,8 @@ class Database:
             conn.close()
             raise
         self._release_new(conn)
-        self.writer = Writer(self._connect, self._sync)
+        self.checkpointer = Checkpointer(self._connect)
+        self.writer = Writer(self._connect, self._sync, on_commit=self.checkpointer.committed)
 
     # -- connections -------------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
@@ -113,6 +115,8 @@ class Database:
             conn.execute("PRAGMA foreign_keys = ON")
             conn.execute("PRAGMA temp_store = MEMORY")
             conn.execute("PRAGMA cache_size = -16000")
+            # Checkpoints run in the checkpointer's thread; inline only past SAFETY_PAGES.
+            conn.execute(f"PRAGMA wal_autocheckpoint = {SAFETY_PAGES}")
         except sqlite3.DatabaseError as exc:
             raise DatabaseError(f"{self.path} is not a usable SQLite database: {exc}") from None
         return conn
@@ -153,6 +157,7 @@ class Database:
 
     def close(self) -> None:
         self.writer.close()
+        self.checkpointer.close()
         with self._lock:
             self._closed = True
             # Connections a transaction still uses are closed by release(): closing one

@@ -691,6 +691,7 @@ class Transaction:
                 try:
                     apply(conn)
                     conn.execute("COMMIT")
+                    self._broker.db.checkpointer.committed()
                 finally:
                     if conn.in_transaction:
                         conn.execute("ROLLBACK")

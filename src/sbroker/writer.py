@@ -35,6 +35,10 @@ _INSERT_LOCK = (
 )
 
 
+def _nothing() -> None:
+    return None
+
+
 class _Item(Generic[T]):
     __slots__ = ("durable", "error", "fn", "lazy", "result", "state")
 
@@ -50,8 +54,10 @@ class _Item(Generic[T]):
 class Writer:
     """Runs write functions in batched SQLite transactions (leader/follower group commit)."""
 
-    def __init__(self, connect: Callable[[], sqlite3.Connection], sync: str) -> None:
+    def __init__(self, connect: Callable[[], sqlite3.Connection], sync: str, *,
+                 on_commit: Callable[[], None] | None = None) -> None:
         self._connect = connect
+        self._on_commit = on_commit or _nothing  # told after every SQLite COMMIT
         self._conn: sqlite3.Connection | None = None
         self._sync = sync
         self._current_sync = sync
@@ -135,6 +141,7 @@ class Writer:
                 self._open = False
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
+            self._on_commit()
 
     def acquire_exclusive(self) -> sqlite3.Connection:
         """Hold the writer's connection for one transaction (``execute`` write statements):
@@ -262,6 +269,7 @@ class Writer:
         self._releasing.clear()
         self.batches += 1
         self.items += len(batch)
+        self._on_commit()
         self._finish(batch, None)
 
     def _finish(self, batch: list[_Item[Any]], error: BaseException | None) -> None:
