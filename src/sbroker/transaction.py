@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import abandon, catalog, dialogs
 from . import messages as m
-from .conversation import SENDABLE, Event, State, transition
+from .conversation import AFTER_SEND, Event, State, transition
 from .errors import (
     BrokerError,
     CommitConflictError,
@@ -191,6 +191,14 @@ class Transaction:
         """The endpoint as this transaction sees it.  ``fresh=False`` may use the broker's
         snapshot (state and contract, for SEND's checks: COMMIT re-reads the row); statements
         that depend on the endpoint's current group pass ``fresh=True``."""
+        if not fresh and isinstance(handle, str) and handle not in self._gone:
+            ep = self._eps.get(handle)  # the common cases first, each in one dict lookup
+            if ep is not None:
+                return ep
+            cached = self._broker._endpoint_cache.get(handle)
+            if cached is not None:
+                ep = self._eps[handle] = dialogs.Endpoint(*cached)
+                return ep
         if isinstance(handle, str) and (handle in self._eps or (
                 not fresh and handle in self._broker._endpoint_cache)):
             key = handle  # a handle we have seen is already in canonical form
@@ -317,33 +325,43 @@ class Transaction:
             cat = self._cat(refresh=True)
             if message_type not in cat.message_types:
                 raise NotFoundError(f"message type {message_type!r} does not exist", 8430)
+        if len(handles) == 1:
+            ep = self._endpoint(handles[0])
+            self._check_send(cat, ep, message_type)
+            ep.state = AFTER_SEND[ep.state]
+            self._ops.append(("send", (ep.handle,), message_type, data))
+            return
         eps = [self._endpoint(h) for h in handles]
         for ep in eps:
-            if ep.state not in SENDABLE:
-                raise ConversationStateError(
-                    f"the conversation endpoint {ep.handle} is in state {ep.state}, "
-                    "which does not allow SEND"
-                )
-            allowed = cat.contract(ep.contract)
-            sent_by = allowed.get(message_type)
-            if sent_by is None:
-                raise ContractViolationError(
-                    f"message type {message_type!r} is not part of contract {ep.contract!r}",
-                    8431,
-                )
-            if ep.is_initiator and sent_by == "target":
-                raise ContractViolationError(
-                    f"message type {message_type!r} is SENT BY TARGET in contract "
-                    f"{ep.contract!r}, but this endpoint is the initiator", 8432,
-                )
-            if not ep.is_initiator and sent_by == "initiator":
-                raise ContractViolationError(
-                    f"message type {message_type!r} is SENT BY INITIATOR in contract "
-                    f"{ep.contract!r}, but this endpoint is the target", 8434,
-                )
+            self._check_send(cat, ep, message_type)
         for ep in eps:
-            ep.state = transition(ep.state, Event.SEND)[0].value
+            ep.state = AFTER_SEND[ep.state]
         self._ops.append(("send", tuple(ep.handle for ep in eps), message_type, data))
+
+    @staticmethod
+    def _check_send(cat: Catalog, ep: dialogs.Endpoint, message_type: str) -> None:
+        """SEND's checks of one endpoint (the state from this transaction's view of it)."""
+        if ep.state not in AFTER_SEND:
+            raise ConversationStateError(
+                f"the conversation endpoint {ep.handle} is in state {ep.state}, "
+                "which does not allow SEND"
+            )
+        sent_by = cat.contract(ep.contract).get(message_type)
+        if sent_by is None:
+            raise ContractViolationError(
+                f"message type {message_type!r} is not part of contract {ep.contract!r}",
+                8431,
+            )
+        if ep.is_initiator and sent_by == "target":
+            raise ContractViolationError(
+                f"message type {message_type!r} is SENT BY TARGET in contract "
+                f"{ep.contract!r}, but this endpoint is the initiator", 8432,
+            )
+        if not ep.is_initiator and sent_by == "initiator":
+            raise ContractViolationError(
+                f"message type {message_type!r} is SENT BY INITIATOR in contract "
+                f"{ep.contract!r}, but this endpoint is the target", 8434,
+            )
 
     def end_conversation(
         self,
