@@ -204,16 +204,17 @@ _SENDER = (
     + " FROM sb_endpoints s LEFT JOIN sb_endpoints p ON p.conversation_id = s.conversation_id"
     " AND p.is_initiator = 1 - s.is_initiator WHERE s.handle = ?"
 )
-_IN_JSON = "s.handle IN (SELECT value FROM json_each(?))"
-_SENDERS = _SENDER.replace("s.handle = ?", _IN_JSON)
+_SENDERS = _SENDER.replace("s.handle = ?", "s.handle IN (SELECT value FROM json_each(?))")
 # The senders a commit's SENDs can number in memory from their first message: both ends
 # conversing, nothing waiting in the transmission queue; only what the queue row needs.
+# Found by rowid (a third of the cost of the handle index), so the handle must be checked.
 _READY = (
     "SELECT s.handle, s.conv_order, s.send_seq, s.queue_id, s.far_service,"
     " s.far_broker_instance, p.queue_id, p.group_id, p.handle, p.conv_order, p.priority,"
     " p.service, p.contract FROM sb_endpoints s JOIN sb_endpoints p"
     " ON p.conversation_id = s.conversation_id AND p.is_initiator = 1 - s.is_initiator"
-    f" WHERE {_IN_JSON} AND s.state = 'CO' AND p.state = 'CO'"
+    " WHERE s.conv_order IN (SELECT value FROM json_each(?)) AND s.state = 'CO'"
+    " AND p.state = 'CO'"
     " AND NOT EXISTS(SELECT 1 FROM sb_transmission_queue t WHERE t.handle = s.handle)"
 )
 _N_FIELDS = len(fields(Endpoint))
@@ -234,19 +235,23 @@ def _direct(ctx: Context, sender_queue: int, far_service: str,
     return target is not None and target.status
 
 
-def prefetch_senders(ctx: Context, handles: list[str]) -> None:
+def prefetch_senders(ctx: Context, senders: dict[str, int]) -> None:
     """Read the sender rows of a commit's SENDs in one statement instead of one each (two
     when some cannot take the fast path from their first message: those are read whole).
+    ``senders``: handle -> its rowid when the statement ran (a row since deleted, or its
+    rowid reused, is only not found here).
 
     A prefetched row is used once, and only while neither its endpoint nor its peer has been
     touched by this commit (send_user_message checks); otherwise the row is read again.
     """
     ctx.ready.clear()
-    if len(handles) < 2:
+    if len(senders) < 2:
         return
-    whole = dict.fromkeys(handles)
+    whole = dict.fromkeys(senders)
     direct: dict[tuple[int, str, str | None], bool] = {}  # for this commit's catalog and now
-    for row in ctx.conn.execute(_READY, (json.dumps(handles),)):
+    for row in ctx.conn.execute(_READY, (json.dumps(list(senders.values())),)):
+        if row[0] not in whole:
+            continue  # the rowid of another endpoint now
         key = (row[3], row[4], row[5])
         ok = direct.get(key)
         if ok is None:

@@ -69,14 +69,17 @@ _TAKE_NEXT = _FETCH.format(extra="").replace("group_id = ?", (
     " AND l.owner != ?) ORDER BY m.priority DESC, m.queuing_order LIMIT 1)"))
 
 
-def _sent_handles(ops: list[tuple[Any, ...]]) -> list[str]:
-    """The conversations a transaction that only SENDs sends on, each once (else [])."""
-    seen: dict[str, None] = {}
+def _senders(ops: list[tuple[Any, ...]], eps: dict[str, dialogs.Endpoint]) -> dict[str, int]:
+    """The conversations a transaction that only SENDs sends on, each once, with their rowid
+    as the transaction saw it (else {})."""
+    seen: dict[str, int] = {}
     for op in ops:
         if op[0] != "send":
-            return []
-        seen.update(dict.fromkeys(op[1]))
-    return list(seen)
+            return {}
+        for handle in op[1]:
+            if handle not in seen:
+                seen[handle] = eps[handle].conv_order or 0
+    return seen
 
 
 def normalize_handle(handle: object) -> str:
@@ -685,7 +688,7 @@ class Transaction:
         cat = self._cat()
         ctx = dialogs.Context(None, cat, self._broker.clock.now(), self._broker.anti_replay)  # type: ignore[arg-type]
 
-        sent = _sent_handles(self._ops)
+        sent = _senders(self._ops, self._eps)
 
         def apply(conn: sqlite3.Connection) -> None:
             ctx.conn = conn
