@@ -300,7 +300,8 @@ class Transaction:
         body: bytes | str = b"",
     ) -> None:
         """SEND one message on one or several conversations (all or none)."""
-        self._check_active()
+        if self._state != "active":
+            self._check_active()
         if isinstance(handle_or_handles, (str, uuid.UUID)):
             handles: Sequence[object] = (handle_or_handles,)
         elif isinstance(handle_or_handles, Iterable):
@@ -311,9 +312,11 @@ class Transaction:
             raise InvalidArgumentError(
                 f"send needs a conversation handle or a list of them, got {handle_or_handles!r}"
             )
-        if body is None:
+        if type(body) is bytes:
+            data = body
+        elif body is None:
             raise InvalidArgumentError("the message body is None: send b'' for an empty body")
-        if isinstance(body, str):
+        elif isinstance(body, str):
             data = body.encode("utf-8")
         elif isinstance(body, (bytes, bytearray, memoryview)):
             data = bytes(body)
@@ -323,7 +326,7 @@ class Transaction:
             )
         if not isinstance(message_type, str):
             raise InvalidArgumentError(f"message_type must be a name, got {message_type!r}")
-        cat = self._cat()
+        cat = self._catalog or self._cat()
         if message_type not in cat.message_types:
             cat = self._cat(refresh=True)
             if message_type not in cat.message_types:
@@ -699,10 +702,15 @@ class Transaction:
                 self._recheck_sends(ctx.catalog)
             if sent:
                 dialogs.prefetch_senders(ctx, sent)
+            send = dialogs.send_user_message
             for op in self._ops:
-                if op[0] != "send":
+                if op[0] == "send":
+                    _, handles, mtype, body = op
+                    for handle in handles:
+                        send(ctx, handle, mtype, body)
+                else:
                     dialogs.flush(ctx)
-                self._apply(ctx, op)
+                    self._apply(ctx, op)
             dialogs.flush(ctx)
             self._finish_receives(conn)
 
@@ -770,11 +778,6 @@ class Transaction:
         kind = op[0]
         if kind == "begin":
             dialogs.insert_endpoint(ctx, replace(op[1]))
-            return
-        if kind == "send":
-            _, handles, mtype, body = op
-            for handle in handles:
-                dialogs.send_user_message(ctx, handle, mtype, body)
             return
         if kind == "end":
             _, handle, error, description, cleanup = op
