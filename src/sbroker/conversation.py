@@ -85,6 +85,8 @@ del _s, _e
 
 #: States in which SEND is allowed.
 SENDABLE = frozenset(_LIVE)
+#: The state SEND leaves each of them in, as the plain strings a row holds.
+AFTER_SEND = {s.value: TRANSITIONS[(s, E.SEND)][0].value for s in _LIVE}
 
 
 # The same table keyed by the state's plain string (what a row holds): a State member finds

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 from . import messages as m
 from .catalog import Catalog
@@ -75,6 +76,21 @@ def load_peer(conn: sqlite3.Connection, ep: Endpoint) -> Endpoint | None:
     )
 
 
+class Fast:
+    """A conversation whose SENDs this commit numbers in memory: its next sequence number,
+    the one stored in its row, its rowid, and its peer's part of a queue row (queue_id,
+    group_id, handle, conv_order, priority, service, contract)."""
+
+    __slots__ = ("conv_order", "peer", "seq", "written")
+
+    def __init__(self, seq: int, written: int, conv_order: int,
+                 peer: tuple[int, str, str, int, int, str, str]) -> None:
+        self.seq = seq
+        self.written = written
+        self.conv_order = conv_order
+        self.peer = peer
+
+
 @dataclass
 class Context:
     """Everything commit-time code needs; collects the queues that got ready messages."""
@@ -85,13 +101,16 @@ class Context:
     anti_replay: float = ANTI_REPLAY_SECONDS
     ready_queues: set[int] = field(default_factory=set)
     tq_changed: bool = False
-    # Fast path for many SENDs on one conversation in one commit (see send_user_message).
-    fast: dict[str, tuple[Endpoint, Endpoint, int]] = field(default_factory=dict)
+    # SENDs numbered in memory (see send_user_message), per sender handle.
+    fast: dict[str, Fast] = field(default_factory=dict)
     rows: list[tuple[object, ...]] = field(default_factory=list)
     last_peer: Endpoint | None = None
     changed: set[str] = field(default_factory=set)  # endpoints whose state changed or left
-    # Many SENDs in one commit (see prefetch_senders): sender rows read in one statement,
-    # the endpoints the commit has touched since, and send_seq writes kept for flush.
+    # Many SENDs in one commit (see prefetch_senders): sender rows read in one statement
+    # (``ready``: conversations the fast path can take from their first message; ``pre``:
+    # the others, whole), the endpoints the commit has touched since, and send_seq writes
+    # kept for flush.
+    ready: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     pre: dict[str, tuple[object, ...]] = field(default_factory=dict)
     touched: set[str] = field(default_factory=set)
     seqs: dict[str, tuple[int, int | None]] = field(default_factory=dict)  # (seq, rowid)
@@ -154,14 +173,18 @@ def _delete_messages(ctx: Context, ep: Endpoint) -> None:
 
 def _is_local(ctx: Context, ep: Endpoint) -> bool:
     """Whether the far service is served here (no explicit route sends it elsewhere)."""
-    if ep.far_broker_instance not in (None, ctx.catalog.broker_instance):
+    return _is_local_to(ctx, ep.far_service, ep.far_broker_instance)
+
+
+def _is_local_to(ctx: Context, far_service: str, far_broker_instance: str | None) -> bool:
+    if far_broker_instance not in (None, ctx.catalog.broker_instance):
         return False
     for route in ctx.catalog.routes:
-        if route.service_name == ep.far_service and route.address.startswith("tcp://") and (
+        if route.service_name == far_service and route.address.startswith("tcp://") and (
             route.expires_at is None or route.expires_at > ctx.now
         ):
             return False
-    return ep.far_service in ctx.catalog.services
+    return far_service in ctx.catalog.services
 
 
 def transmit(ctx: Context, ep: Endpoint, mtype: str, body: bytes) -> None:
@@ -182,61 +205,125 @@ _SENDER = (
     " AND p.is_initiator = 1 - s.is_initiator WHERE s.handle = ?"
 )
 _SENDERS = _SENDER.replace("s.handle = ?", "s.handle IN (SELECT value FROM json_each(?))")
+# The senders a commit's SENDs can number in memory from their first message: both ends
+# conversing, nothing waiting in the transmission queue; only what the queue row needs.
+# Found by rowid (a third of the cost of the handle index), so the handle must be checked.
+_READY = (
+    "SELECT s.handle, s.conv_order, s.send_seq, s.queue_id, s.far_service,"
+    " s.far_broker_instance, p.queue_id, p.group_id, p.handle, p.conv_order, p.priority,"
+    " p.service, p.contract FROM sb_endpoints s JOIN sb_endpoints p"
+    " ON p.conversation_id = s.conversation_id AND p.is_initiator = 1 - s.is_initiator"
+    " WHERE s.conv_order IN (SELECT value FROM json_each(?)) AND s.state = 'CO'"
+    " AND p.state = 'CO'"
+    " AND NOT EXISTS(SELECT 1 FROM sb_transmission_queue t WHERE t.handle = s.handle)"
+)
 _N_FIELDS = len(fields(Endpoint))
 _PEER_HANDLE = _N_FIELDS + 2  # the peer's handle in a _SENDER row
 _CO = State.CO.value
 
 
-def prefetch_senders(ctx: Context, handles: list[str]) -> None:
-    """Read the sender rows of a commit's SENDs in one statement instead of one each.
+def _direct(ctx: Context, sender_queue: int, far_service: str,
+            far_broker_instance: str | None) -> bool:
+    """Whether a user message from a conversing endpoint goes straight into its local peer's
+    queue, as :func:`_route` and :func:`deliver_local` would put it: the sender's queue keeps
+    no copies, the far service is here and its queue is enabled."""
+    queue = ctx.catalog.queues_by_id.get(sender_queue)
+    if queue is None or queue.retention or not _is_local_to(ctx, far_service,
+                                                             far_broker_instance):
+        return False
+    target = ctx.catalog.queues_by_id.get(ctx.catalog.services[far_service].queue_id)
+    return target is not None and target.status
+
+
+def prefetch_senders(ctx: Context, senders: dict[str, int]) -> None:
+    """Read the sender rows of a commit's SENDs in one statement instead of one each (two
+    when some cannot take the fast path from their first message: those are read whole).
+    ``senders``: handle -> its rowid when the statement ran (a row since deleted, or its
+    rowid reused, is only not found here).
 
     A prefetched row is used once, and only while neither its endpoint nor its peer has been
     touched by this commit (send_user_message checks); otherwise the row is read again.
     """
-    if len(handles) > 1:
-        rows = ctx.conn.execute(_SENDERS, (json.dumps(handles),)).fetchall()
+    ctx.ready.clear()
+    if len(senders) < 2:
+        return
+    whole = dict.fromkeys(senders)
+    direct: dict[tuple[int, str, str | None], bool] = {}  # for this commit's catalog and now
+    for row in ctx.conn.execute(_READY, (json.dumps(list(senders.values())),)):
+        if row[0] not in whole:
+            continue  # the rowid of another endpoint now
+        key = (row[3], row[4], row[5])
+        ok = direct.get(key)
+        if ok is None:
+            ok = direct[key] = _direct(ctx, *key)
+        if ok:
+            ctx.ready[row[0]] = row
+            del whole[row[0]]
+    if len(whole) > 1:
+        rows = ctx.conn.execute(_SENDERS, (json.dumps(list(whole)),)).fetchall()
         ctx.pre = {row[1]: row for row in rows}
+
+
+def _is_touched(ctx: Context, handle: str, peer: object) -> bool:
+    """Whether this commit changed the endpoint or its peer since their row was read."""
+    return (handle in ctx.touched or handle in ctx.changed or peer in ctx.touched
+            or peer in ctx.changed)
+
+
+def _take_ready(ctx: Context, handle: str) -> Fast | None:
+    """The fast path's entry for a first message on a conversation read by prefetch_senders."""
+    row = ctx.ready.pop(handle, None)
+    if row is None or _is_touched(ctx, handle, row[8]):
+        return None
+    ctx.touched.add(handle)
+    ctx.touched.add(row[8])
+    fast = ctx.fast[handle] = Fast(row[2], row[2], row[1], row[6:])
+    return fast
 
 
 def _read_sender(ctx: Context, handle: str) -> tuple[object, ...] | None:
     row = ctx.pre.pop(handle, None) if ctx.pre else None
-    if row is not None and (
-        handle in ctx.touched or handle in ctx.changed or row[_PEER_HANDLE] in ctx.touched
-        or row[_PEER_HANDLE] in ctx.changed
-    ):
+    if row is not None and _is_touched(ctx, handle, row[_PEER_HANDLE]):
         row = None  # this commit changed it since it was read
     if row is None:
-        if ctx.seqs:
-            _write_seqs(ctx)  # what we read must be what is true
+        _write_seqs(ctx)  # what we read must be what is true
         row = ctx.conn.execute(_SENDER, (handle,)).fetchone()
     return row
 
 
 def _write_seqs(ctx: Context) -> None:
-    ctx.conn.executemany("UPDATE sb_endpoints SET send_seq = ? WHERE conv_order = ?",
-                         list(ctx.seqs.values()))  # by rowid: no index lookup
-    ctx.seqs.clear()
+    """Store the send_seq numbers kept in memory (ordinary path and fast path)."""
+    for handle, fast in ctx.fast.items():
+        if fast.seq != fast.written:
+            ctx.seqs[handle] = (fast.seq, fast.conv_order)
+            fast.written = fast.seq
+    if ctx.seqs:
+        ctx.conn.executemany("UPDATE sb_endpoints SET send_seq = ? WHERE conv_order = ?",
+                             list(ctx.seqs.values()))  # by rowid: no index lookup
+        ctx.seqs.clear()
 
 
 def send_user_message(ctx: Context, handle: str, mtype: str, body: bytes) -> None:
     """SEND at commit: allocate the sequence number and move SO/SI to CO in one statement.
 
-    After one message went the ordinary way to a local peer in state CO, later messages on
-    the same conversation in the same commit are numbered in memory and inserted in one
-    ``executemany`` at :func:`flush` — the peer cannot change meanwhile: we hold the writer.
+    A message that goes straight into a local peer's queue (both ends in CO) is numbered in
+    memory and inserted in one ``executemany`` at :func:`flush` with the others — the peer
+    cannot change meanwhile: we hold the writer.  Such a conversation is known after one
+    message went the ordinary way, or from its first message when prefetch_senders read it.
     """
     fast = ctx.fast.get(handle)
+    if fast is None and ctx.ready and mtype not in m.SYSTEM_MESSAGE_TYPES:
+        fast = _take_ready(ctx, handle)
     if fast is not None:
-        sender, peer, _ = fast
         mt = ctx.catalog.message_types.get(mtype)
         if mt is not None and mt.check(body) is None:
+            queue_id, group_id, peer, conv_order, priority, service, contract = fast.peer
             ctx.rows.append((
-                peer.queue_id, peer.group_id, peer.handle, peer.conv_order, sender.send_seq, 1,
-                peer.priority, 0, mtype, mt.validation_code, body, m.new_id(), peer.service,
-                peer.contract,
+                queue_id, group_id, peer, conv_order, fast.seq, 1, priority, 0, mtype,
+                mt.validation_code, body, m.new_id(), service, contract,
             ))
-            sender.send_seq += 1
-            ctx.ready_queues.add(peer.queue_id)
+            fast.seq += 1
+            ctx.ready_queues.add(queue_id)
             return
         flush(ctx)  # an invalid body: the ordinary path produces the Error
     row = _read_sender(ctx, handle)
@@ -268,8 +355,10 @@ def send_user_message(ctx: Context, handle: str, mtype: str, body: bytes) -> Non
     last = ctx.last_peer
     if last is not None and last.state == _CO:
         queue = ctx.catalog.queues_by_id.get(ep.queue_id)
-        if queue is not None and not queue.retention:
-            ctx.fast[handle] = (ep, last, ep.send_seq)
+        if queue is not None and not queue.retention and ep.conv_order is not None:
+            ctx.fast[handle] = Fast(ep.send_seq, ep.send_seq, ep.conv_order, (
+                last.queue_id, last.group_id, last.handle, last.conv_order, last.priority,
+                last.service, last.contract))
 
 
 def flush(ctx: Context) -> None:
@@ -277,12 +366,8 @@ def flush(ctx: Context) -> None:
     if ctx.rows:
         ctx.conn.executemany(_INSERT, ctx.rows)
         ctx.rows.clear()
-    for handle, (sender, _, written) in ctx.fast.items():
-        if sender.send_seq != written or handle in ctx.seqs:
-            ctx.seqs[handle] = (sender.send_seq, sender.conv_order)
+    _write_seqs(ctx)
     ctx.fast.clear()
-    if ctx.seqs:
-        _write_seqs(ctx)
 
 
 # One statement: does the conversation have messages waiting in the transmission queue (they

@@ -53,13 +53,30 @@ def parse_error_body(body: bytes) -> tuple[int, str]:
     return int(match.group(1)), unescape(match.group(2))
 
 
+_IDS_AT_ONCE = 128
+# The version (4) and variant (10) bits of _IDS_AT_ONCE UUIDs laid end to end.
+_ID_MASK = int.from_bytes(bytes.fromhex("FFFFFFFFFFFF0FFF3FFFFFFFFFFFFFFF") * _IDS_AT_ONCE)
+_ID_BITS = int.from_bytes(bytes.fromhex("00000000000040008000000000000000") * _IDS_AT_ONCE)
+_ids: list[str] = []  # made ahead; list.pop and list.extend are atomic, so threads may share
+os.register_at_fork(after_in_child=_ids.clear)  # a forked child must not reuse the parent's
+
+
+def _make_ids() -> list[str]:
+    n = int.from_bytes(os.urandom(16 * _IDS_AT_ONCE)) & _ID_MASK | _ID_BITS
+    h = n.to_bytes(16 * _IDS_AT_ONCE).hex().upper()
+    return [f"{h[k:k + 8]}-{h[k + 8:k + 12]}-{h[k + 12:k + 16]}-{h[k + 16:k + 20]}-"
+            f"{h[k + 20:k + 32]}" for k in range(0, 32 * _IDS_AT_ONCE, 32)]
+
+
 def new_id() -> str:
-    """A fresh uppercase version-4 UUID string, the form SQL Server shows handles in."""
-    b = bytearray(os.urandom(16))
-    b[6] = (b[6] & 0x0F) | 0x40
-    b[8] = (b[8] & 0x3F) | 0x80
-    h = b.hex().upper()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    """A fresh uppercase version-4 UUID string, the form SQL Server shows handles in.
+
+    One ``os.urandom`` call makes the next 128 (half the cost of one call each)."""
+    try:
+        return _ids.pop()
+    except IndexError:
+        _ids.extend(_make_ids())
+        return _ids.pop()
 
 
 @dataclass(frozen=True, slots=True)

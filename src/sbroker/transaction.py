@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import abandon, catalog, dialogs
 from . import messages as m
-from .conversation import SENDABLE, Event, State, transition
+from .conversation import AFTER_SEND, Event, State, transition
 from .errors import (
     BrokerError,
     CommitConflictError,
@@ -69,14 +69,17 @@ _TAKE_NEXT = _FETCH.format(extra="").replace("group_id = ?", (
     " AND l.owner != ?) ORDER BY m.priority DESC, m.queuing_order LIMIT 1)"))
 
 
-def _sent_handles(ops: list[tuple[Any, ...]]) -> list[str]:
-    """The conversations a transaction that only SENDs sends on, each once (else [])."""
-    seen: dict[str, None] = {}
+def _senders(ops: list[tuple[Any, ...]], eps: dict[str, dialogs.Endpoint]) -> dict[str, int]:
+    """The conversations a transaction that only SENDs sends on, each once, with their rowid
+    as the transaction saw it (else {})."""
+    seen: dict[str, int] = {}
     for op in ops:
         if op[0] != "send":
-            return []
-        seen.update(dict.fromkeys(op[1]))
-    return list(seen)
+            return {}
+        for handle in op[1]:
+            if handle not in seen:
+                seen[handle] = eps[handle].conv_order or 0
+    return seen
 
 
 def normalize_handle(handle: object) -> str:
@@ -191,6 +194,14 @@ class Transaction:
         """The endpoint as this transaction sees it.  ``fresh=False`` may use the broker's
         snapshot (state and contract, for SEND's checks: COMMIT re-reads the row); statements
         that depend on the endpoint's current group pass ``fresh=True``."""
+        if not fresh and isinstance(handle, str) and handle not in self._gone:
+            ep = self._eps.get(handle)  # the common cases first, each in one dict lookup
+            if ep is not None:
+                return ep
+            cached = self._broker._endpoint_cache.get(handle)
+            if cached is not None:
+                ep = self._eps[handle] = dialogs.Endpoint(*cached)
+                return ep
         if isinstance(handle, str) and (handle in self._eps or (
                 not fresh and handle in self._broker._endpoint_cache)):
             key = handle  # a handle we have seen is already in canonical form
@@ -289,7 +300,8 @@ class Transaction:
         body: bytes | str = b"",
     ) -> None:
         """SEND one message on one or several conversations (all or none)."""
-        self._check_active()
+        if self._state != "active":
+            self._check_active()
         if isinstance(handle_or_handles, (str, uuid.UUID)):
             handles: Sequence[object] = (handle_or_handles,)
         elif isinstance(handle_or_handles, Iterable):
@@ -300,9 +312,11 @@ class Transaction:
             raise InvalidArgumentError(
                 f"send needs a conversation handle or a list of them, got {handle_or_handles!r}"
             )
-        if body is None:
+        if type(body) is bytes:
+            data = body
+        elif body is None:
             raise InvalidArgumentError("the message body is None: send b'' for an empty body")
-        if isinstance(body, str):
+        elif isinstance(body, str):
             data = body.encode("utf-8")
         elif isinstance(body, (bytes, bytearray, memoryview)):
             data = bytes(body)
@@ -312,38 +326,48 @@ class Transaction:
             )
         if not isinstance(message_type, str):
             raise InvalidArgumentError(f"message_type must be a name, got {message_type!r}")
-        cat = self._cat()
+        cat = self._catalog or self._cat()
         if message_type not in cat.message_types:
             cat = self._cat(refresh=True)
             if message_type not in cat.message_types:
                 raise NotFoundError(f"message type {message_type!r} does not exist", 8430)
+        if len(handles) == 1:
+            ep = self._endpoint(handles[0])
+            self._check_send(cat, ep, message_type)
+            ep.state = AFTER_SEND[ep.state]
+            self._ops.append(("send", (ep.handle,), message_type, data))
+            return
         eps = [self._endpoint(h) for h in handles]
         for ep in eps:
-            if ep.state not in SENDABLE:
-                raise ConversationStateError(
-                    f"the conversation endpoint {ep.handle} is in state {ep.state}, "
-                    "which does not allow SEND"
-                )
-            allowed = cat.contract(ep.contract)
-            sent_by = allowed.get(message_type)
-            if sent_by is None:
-                raise ContractViolationError(
-                    f"message type {message_type!r} is not part of contract {ep.contract!r}",
-                    8431,
-                )
-            if ep.is_initiator and sent_by == "target":
-                raise ContractViolationError(
-                    f"message type {message_type!r} is SENT BY TARGET in contract "
-                    f"{ep.contract!r}, but this endpoint is the initiator", 8432,
-                )
-            if not ep.is_initiator and sent_by == "initiator":
-                raise ContractViolationError(
-                    f"message type {message_type!r} is SENT BY INITIATOR in contract "
-                    f"{ep.contract!r}, but this endpoint is the target", 8434,
-                )
+            self._check_send(cat, ep, message_type)
         for ep in eps:
-            ep.state = transition(ep.state, Event.SEND)[0].value
+            ep.state = AFTER_SEND[ep.state]
         self._ops.append(("send", tuple(ep.handle for ep in eps), message_type, data))
+
+    @staticmethod
+    def _check_send(cat: Catalog, ep: dialogs.Endpoint, message_type: str) -> None:
+        """SEND's checks of one endpoint (the state from this transaction's view of it)."""
+        if ep.state not in AFTER_SEND:
+            raise ConversationStateError(
+                f"the conversation endpoint {ep.handle} is in state {ep.state}, "
+                "which does not allow SEND"
+            )
+        sent_by = cat.contract(ep.contract).get(message_type)
+        if sent_by is None:
+            raise ContractViolationError(
+                f"message type {message_type!r} is not part of contract {ep.contract!r}",
+                8431,
+            )
+        if ep.is_initiator and sent_by == "target":
+            raise ContractViolationError(
+                f"message type {message_type!r} is SENT BY TARGET in contract "
+                f"{ep.contract!r}, but this endpoint is the initiator", 8432,
+            )
+        if not ep.is_initiator and sent_by == "initiator":
+            raise ContractViolationError(
+                f"message type {message_type!r} is SENT BY INITIATOR in contract "
+                f"{ep.contract!r}, but this endpoint is the target", 8434,
+            )
 
     def end_conversation(
         self,
@@ -667,7 +691,7 @@ class Transaction:
         cat = self._cat()
         ctx = dialogs.Context(None, cat, self._broker.clock.now(), self._broker.anti_replay)  # type: ignore[arg-type]
 
-        sent = _sent_handles(self._ops)
+        sent = _senders(self._ops, self._eps)
 
         def apply(conn: sqlite3.Connection) -> None:
             ctx.conn = conn
@@ -678,10 +702,15 @@ class Transaction:
                 self._recheck_sends(ctx.catalog)
             if sent:
                 dialogs.prefetch_senders(ctx, sent)
+            send = dialogs.send_user_message
             for op in self._ops:
-                if op[0] != "send":
+                if op[0] == "send":
+                    _, handles, mtype, body = op
+                    for handle in handles:
+                        send(ctx, handle, mtype, body)
+                else:
                     dialogs.flush(ctx)
-                self._apply(ctx, op)
+                    self._apply(ctx, op)
             dialogs.flush(ctx)
             self._finish_receives(conn)
 
@@ -750,11 +779,6 @@ class Transaction:
         kind = op[0]
         if kind == "begin":
             dialogs.insert_endpoint(ctx, replace(op[1]))
-            return
-        if kind == "send":
-            _, handles, mtype, body = op
-            for handle in handles:
-                dialogs.send_user_message(ctx, handle, mtype, body)
             return
         if kind == "end":
             _, handle, error, description, cleanup = op

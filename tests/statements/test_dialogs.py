@@ -298,3 +298,43 @@ def test_a_second_transaction_in_the_thread_of_a_held_one_gets_a_clear_error(
     with pair.transaction() as tx:  # the lock is free again
         tx.begin_dialog("InitService", "TargetService")
     assert pair.view("t") == [{"x": 1}]
+
+
+def test_send_after_end_on_a_conversation_of_an_earlier_transaction(pair: Broker) -> None:
+    """SEND checks this transaction's own view of an endpoint it only knew from a snapshot."""
+    with pair.transaction() as tx:
+        a, b = (tx.begin_dialog("InitService", "TargetService") for _ in range(2))
+        tx.send([a, b], body="first")
+    with pair.transaction() as tx:
+        tx.send(a.lower(), body="ok")
+        tx.end_conversation(a)
+        with pytest.raises(sbroker.ConversationStateError) as e:
+            tx.send(a, body="after end")
+        assert e.value.number == 8429
+        with pytest.raises(sbroker.ConversationStateError) as e:
+            tx.send([b, a], body="after end")  # all or none: b is not sent either
+        assert e.value.number == 8429
+        tx.end_conversation(b, cleanup=True)
+        for handle in (b, b.lower(), [b]):
+            with pytest.raises(sbroker.ConversationNotFoundError) as e:
+                tx.send(handle, body="after cleanup")
+            assert e.value.number == 8426
+    kinds = [m.message_type_name for m in pair.peek("TargetQueue")]
+    texts = [m.text() for m in pair.peek("TargetQueue") if not m.is_end_dialog]
+    assert (texts, kinds.count(sbroker.END_DIALOG)) == (["first", "first", "ok"], 1)
+
+
+def test_commit_checks_sends_again_after_ddl_since_the_statement(pair: Broker) -> None:
+    pair.create_message_type("M")
+    pair.create_message_type("N")
+    pair.create_contract("C", {"M": "any"})
+    with pair.transaction() as tx:
+        h = tx.begin_dialog("InitService", "TargetService", "C")
+    tx = pair.transaction()
+    tx.send(h, "M", b"x")
+    pair.drop_contract("C")
+    pair.create_contract("C", {"N": "any"})
+    with pytest.raises(sbroker.ContractViolationError) as e:
+        tx.commit()
+    assert e.value.number == 8431 and "no longer" in str(e.value)
+    assert pair.view("transmission_queue") == []

@@ -4,6 +4,7 @@ both ends of a conversation, begins one, or creates a target with a first messag
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -96,3 +97,71 @@ def test_sends_then_an_end_in_the_same_commit(pair: sbroker.Broker) -> None:
     kinds = sorted(m.message_type_name for m in got)
     assert kinds.count("DEFAULT") == 2  # the ended target's copy was deleted with it
     assert any(k.endswith("EndDialog") for k in kinds)
+
+
+def test_conversing_dialogs_wait_for_a_disabled_target_queue(pair: sbroker.Broker) -> None:
+    """Both ends conversing, but the target queue is off: not the in-memory path."""
+    inits, _ = _open(pair)
+    pair.alter_queue("TargetQueue", status=False)
+    with pair.transaction() as tx:
+        tx.send(inits, "DEFAULT", b"waits")
+    rows = pair.view("transmission_queue")
+    assert len(rows) == CONVERSATIONS
+    assert all("disabled" in row["transmission_status"] for row in rows)
+    pair.alter_queue("TargetQueue", status=True)
+    got = _drain(pair)
+    assert sorted((m.text(), m.message_sequence_number) for m in got) == [("waits", 1)] * 3
+
+
+def test_a_body_failing_validation_among_many_sends(pair: sbroker.Broker) -> None:
+    """A first message taken by the in-memory path whose body fails validation goes the
+    ordinary way (an Error for the sender) without losing the numbers of the others."""
+    pair.create_message_type("J", validation="well_formed_json")
+    pair.create_contract("C", {"J": "any"})
+    pair.create_service("JsonService", "TargetQueue", ["C"])
+    with pair.transaction() as tx:
+        hs = [tx.begin_dialog("InitService", "JsonService", "C") for _ in range(3)]
+        tx.send(hs, "J", b"{}")
+    assert len(_drain(pair)) == 3  # both ends conversing now
+    for bad in (1, 2):  # the bad body first on its conversation in the commit, then second
+        with pair.transaction() as tx:
+            tx.send([hs[0], hs[bad]] if bad == 2 else hs[0], "J", b"[1]")
+            tx.send(hs[bad], "J", b"not json")
+            tx.send(hs[0], "J", b"[2]")
+        got = _drain(pair)
+        errors = [m for m in got if m.is_error]
+        assert [m.conversation_handle for m in errors] == [hs[bad]]
+        assert errors[0].error()[0] == -9615
+        fine = sorted((m.text(), m.message_sequence_number) for m in got if not m.is_error)
+        assert fine == ([("[1]", 1), ("[2]", 2)] if bad == 1  # hs[0] only
+                        else [("[1]", 1), ("[1]", 3), ("[2]", 4)])  # hs[2], then hs[0]
+    # A bad body moves its sender to ER: a later SEND on it in the same commit fails there.
+    with pytest.raises(sbroker.CommitConflictError) as e, pair.transaction() as tx:
+        tx.send(hs[0], "J", b"[3]")
+        tx.send(hs[0], "J", b"not json")
+        tx.send(hs[0], "J", b"[4]")
+    assert e.value.number == 8429
+
+
+def test_a_sender_removed_and_its_rowid_reused_before_commit(pair: sbroker.Broker) -> None:
+    """The commit finds its senders by the rowid their statements saw: a row that is now
+    another endpoint's is not taken for the sender (which is gone: 8426)."""
+    _, targets = _open(pair)  # the targets have the highest rowids
+    rowid = _rowids(pair)
+    tx = pair.transaction()
+    tx.send(targets[1:], "DEFAULT", b"back")
+    with pair.transaction() as other:
+        other.end_conversation(targets[-1], cleanup=True)
+    with pair.transaction() as other:  # takes the freed rowid, and is conversing
+        reuse = other.begin_dialog("InitService", "TargetService")
+        other.send(reuse, "DEFAULT", b"first")
+    assert _rowids(pair)[reuse] == rowid[targets[-1]]
+    with pytest.raises(sbroker.CommitConflictError) as e:
+        tx.commit()
+    assert e.value.number == 8426
+    assert sorted(m.text() for m in _drain(pair)) == ["first"]
+
+
+def _rowids(broker: sbroker.Broker) -> dict[str, int]:
+    with broker.transaction() as tx:
+        return dict(tx.execute("SELECT handle, conv_order FROM sb_endpoints").fetchall())
