@@ -194,28 +194,20 @@ class Transaction:
         """The endpoint as this transaction sees it.  ``fresh=False`` may use the broker's
         snapshot (state and contract, for SEND's checks: COMMIT re-reads the row); statements
         that depend on the endpoint's current group pass ``fresh=True``."""
-        if not fresh and isinstance(handle, str) and handle not in self._gone:
-            ep = self._eps.get(handle)  # the common cases first, each in one dict lookup
-            if ep is not None:
-                return ep
-            cached = self._broker._endpoint_cache.get(handle)
-            if cached is not None:
-                ep = self._eps[handle] = dialogs.Endpoint(*cached)
-                return ep
-        if isinstance(handle, str) and (handle in self._eps or (
-                not fresh and handle in self._broker._endpoint_cache)):
+        eps, cache = self._eps, self._broker._endpoint_cache
+        if isinstance(handle, str) and (handle in eps or handle in cache):
             key = handle  # a handle we have seen is already in canonical form
         else:
             key = normalize_handle(handle)
         if key in self._gone:
             raise ConversationNotFoundError(f"the conversation handle {key} is not found")
-        ep = self._eps.get(key)
+        ep = eps.get(key)
         if ep is not None and (not fresh or ep.conv_order is None):
             return ep  # seen in this transaction (conv_order None: begun in it)
         if ep is None and not fresh:
-            cached = self._broker._endpoint_cache.get(key)
+            cached = cache.get(key)
             if cached is not None:
-                ep = self._eps[key] = dialogs.Endpoint(*cached)
+                ep = eps[key] = dialogs.Endpoint(*cached)
                 return ep
         loaded = dialogs.load_endpoint(self._c(), key)
         if loaded is None:
@@ -720,7 +712,7 @@ class Transaction:
                 try:
                     apply(conn)
                     conn.execute("COMMIT")
-                    self._broker.db.checkpointer.committed()
+                    self._broker.db.writer.committed_exclusive()
                 finally:
                     if conn.in_transaction:
                         conn.execute("ROLLBACK")

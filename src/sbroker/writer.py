@@ -166,6 +166,10 @@ class Writer:
             self.release_exclusive()
             raise
 
+    def committed_exclusive(self) -> None:
+        """The holder of :meth:`acquire_exclusive` committed on the writer's connection."""
+        self._on_commit()
+
     def release_exclusive(self) -> None:
         with self._cond:
             self._leading = False
