@@ -17,6 +17,7 @@ from . import messages as m
 from .activation import ActivationService
 from .catalog import Activation, Catalog
 from .clock import SYSTEM_CLOCK, Clock
+from .consumed import live
 from .errors import InvalidArgumentError, NotFoundError
 from .hooks import EngineHooks
 from .notify import Notifier
@@ -316,7 +317,8 @@ class Broker:
             rows = conn.execute(
                 "SELECT status, priority, queuing_order, group_id, handle, msn, service, contract,"
                 " message_type, validation, body, message_id FROM sb_messages"
-                " WHERE queue_id = ? ORDER BY priority DESC, queuing_order LIMIT ?",
+                f" WHERE queue_id = ? AND {live('sb_messages')}"
+                " ORDER BY priority DESC, queuing_order LIMIT ?",
                 (q.queue_id, -1 if top is None else top),
             ).fetchall()
         return [m.Message(*row) for row in rows]
@@ -398,7 +400,7 @@ class Broker:
                 " min(e.conversation_id) FROM sb_messages m"
                 " JOIN sb_endpoints e ON e.handle = m.handle"
                 " LEFT JOIN sb_group_locks l ON l.group_id = m.group_id"
-                " WHERE m.queue_id = ? AND m.status = 1 AND l.group_id IS NULL"
+                f" WHERE m.queue_id = ? AND m.status = 1 AND {live('m')} AND l.group_id IS NULL"
                 " GROUP BY m.group_id",
                 (q.queue_id,),
             ).fetchall()

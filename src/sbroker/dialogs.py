@@ -12,6 +12,7 @@ from typing import Any
 
 from . import messages as m
 from .catalog import Catalog
+from .consumed import live
 from .conversation import SENDABLE, Effect, Event, State, transition
 from .errors import CommitConflictError
 from .priority import match_priority
@@ -522,7 +523,7 @@ def _next_inbound(ctx: Context, ep: Endpoint) -> int:
     already queued there (receive_seq is not written on every local delivery)."""
     row = ctx.conn.execute(
         "SELECT max(msn) FROM sb_messages WHERE group_id = ? AND handle = ? AND status != 3"
-        " AND is_timer = 0", (ep.group_id, ep.handle),
+        f" AND is_timer = 0 AND {live('sb_messages')}", (ep.group_id, ep.handle),
     ).fetchone()
     return ep.receive_seq if row[0] is None else max(ep.receive_seq, row[0] + 1)
 

@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from .checkpoint import SAFETY_PAGES, Checkpointer
+from .consumed import Sweeper
 from .errors import DatabaseError, InvalidArgumentError
 from .writer import Writer
 
 APPLICATION_ID = 0x53425231  # "SBR1": marks a file as an sbroker database
-MIGRATIONS = ("0001_initial.sql", "0002_views.sql")
+MIGRATIONS = ("0001_initial.sql", "0002_views.sql", "0003_consumed.sql")
 DURABILITY = {"full": "FULL", "normal": "NORMAL", "off": "OFF"}
 BUSY_TIMEOUT_MS = 60_000
 
@@ -99,6 +100,7 @@ class Database:
             raise
         self._release_new(conn)
         self.checkpointer = Checkpointer(self._connect)
+        self.sweeper = Sweeper()
         self.writer = Writer(self._connect, self._sync, on_commit=self.checkpointer.committed)
 
     # -- connections -------------------------------------------------------------------
@@ -272,14 +274,15 @@ def write(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
 
 
 def _split_sql(text: str) -> list[str]:
-    """Statements of a migration script (statements end with ';' at the end of a line)."""
+    """Statements of a migration script (each ends with ';' at the end of a line, and is
+    complete by SQLite's rules: a trigger's body holds ';'s of its own)."""
     statements: list[str] = []
     current: list[str] = []
     for line in text.splitlines():
         if line.strip().startswith("--") and not current:
             continue
         current.append(line)
-        if line.rstrip().endswith(";"):
+        if line.rstrip().endswith(";") and sqlite3.complete_statement("\n".join(current)):
             statements.append("\n".join(current))
             current = []
     if "".join(current).strip():

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import abandon, catalog, dialogs
 from . import messages as m
+from .consumed import live
 from .conversation import AFTER_SEND, Event, State, transition
 from .errors import (
     BrokerError,
@@ -50,8 +51,9 @@ _owners = itertools.count(1)
 # this transaction's own earlier groups) cost no Python loop while the writer is held.
 _CANDIDATE = (
     "SELECT m.group_id FROM sb_messages m WHERE m.queue_id = ? AND m.status = 1"
-    " AND m.group_id NOT IN (SELECT group_id FROM sb_group_locks WHERE queue_id = ?"
-    " AND owner != ?) AND m.queuing_order NOT IN (SELECT value FROM json_each(?))"
+    f" AND {live('m')} AND m.group_id NOT IN"
+    " (SELECT group_id FROM sb_group_locks WHERE queue_id = ? AND owner != ?)"
+    " AND m.queuing_order NOT IN (SELECT value FROM json_each(?))"
     " AND m.group_id NOT IN (SELECT value FROM json_each(?))"
     " ORDER BY m.priority DESC, m.queuing_order LIMIT 1"
 )
@@ -59,13 +61,14 @@ _FETCH = (
     "SELECT status, priority, queuing_order, group_id, handle, msn, service, contract,"
     " message_type, validation, body, message_id FROM sb_messages"
     " WHERE group_id = ? AND status = 1{extra}"
+    f" AND {live('sb_messages')}"
     " ORDER BY priority DESC, conv_order, is_timer DESC, msn LIMIT ?"
 )
 # The common RECEIVE in one statement: nothing received yet in this transaction and no group
 # held in the writer's memory by another one, so the only exclusions are lock rows.
 _TAKE_NEXT = _FETCH.format(extra="").replace("group_id = ?", (
     "group_id = (SELECT m.group_id FROM sb_messages m WHERE m.queue_id = ? AND m.status = 1"
-    " AND NOT EXISTS (SELECT 1 FROM sb_group_locks l WHERE l.group_id = m.group_id"
+    f" AND {live('m')} AND NOT EXISTS (SELECT 1 FROM sb_group_locks l WHERE l.group_id = m.group_id"
     " AND l.owner != ?) ORDER BY m.priority DESC, m.queuing_order LIMIT 1)"))
 
 
@@ -587,12 +590,13 @@ class Transaction:
 
     _PROBE_QUEUE = (
         "SELECT EXISTS(SELECT 1 FROM sb_messages m WHERE m.queue_id = ? AND m.status = 1"
-        " AND NOT EXISTS (SELECT 1 FROM sb_group_locks l WHERE l.group_id = m.group_id"
-        " AND l.owner != ?)),"
+        f" AND {live('m')} AND NOT EXISTS (SELECT 1 FROM sb_group_locks l"
+        " WHERE l.group_id = m.group_id AND l.owner != ?)),"
         " EXISTS(SELECT 1 FROM sb_group_locks WHERE queue_id = ? AND owner != ?)"
     )
     _PROBE_GROUP = (
-        "SELECT EXISTS(SELECT 1 FROM sb_messages WHERE group_id = ? AND status = 1{extra}),"
+        "SELECT EXISTS(SELECT 1 FROM sb_messages WHERE group_id = ? AND status = 1{extra}"
+        f" AND {live('sb_messages')}),"
         " EXISTS(SELECT 1 FROM sb_group_locks WHERE group_id = ? AND owner != ?)"
     )
 
@@ -747,10 +751,9 @@ class Transaction:
 
     def _finish_receives(self, conn: sqlite3.Connection) -> None:
         if self._received:
-            conn.executemany(
-                "DELETE FROM sb_messages WHERE queuing_order = ? AND message_id = ?",
-                [(qo, mid) for qo, (_, keep, mid) in self._received.items() if not keep],
-            )
+            taken = [(qo, mid) for qo, (_, keep, mid) in self._received.items() if not keep]
+            if taken:
+                self._broker.db.sweeper.mark(conn, taken)
             conn.executemany(
                 "UPDATE sb_messages SET status = 0 WHERE queuing_order = ? AND message_id = ?",
                 [(qo, mid) for qo, (_, keep, mid) in self._received.items() if keep],

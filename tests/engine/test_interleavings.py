@@ -9,7 +9,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from sbroker import Broker, Transaction
 
@@ -168,6 +168,11 @@ class Interleavings(RuleBasedStateMachine):
             self.open[t].rollback()
             self._forget(t)
 
+    @invariant()
+    def peek_shows_what_is_committed_and_not_consumed(self) -> None:
+        expected = sorted(body for q in self.queued.values() for body, _ in q)
+        assert sorted(m.text() for m in self.b.peek("TargetQueue")) == expected
+
     def teardown(self) -> None:
         try:
             for tx in self.open.values():
@@ -178,6 +183,10 @@ class Interleavings(RuleBasedStateMachine):
                     c = self._conversation(got[0].conversation_handle)
                     self.delivered[c].extend(m.text() for m in got)
             assert self.delivered == self.sent
+            self.b.db.writer.run(self.b.db.sweeper.sweep)
+            with self.b.db.connection() as conn:  # the sweep leaves no message, no mark
+                assert conn.execute("SELECT (SELECT count(*) FROM sb_messages)"
+                                    " + (SELECT count(*) FROM sb_consumed)").fetchone() == (0,)
         finally:
             self.b.close()
 
@@ -188,3 +197,16 @@ Interleavings.TestCase.settings = settings(
 )
 test_interleavings_deliver_every_committed_message_once_in_order = Interleavings.TestCase
 
+
+
+class SweepingAfterEveryReceive(Interleavings):
+    """The same, with the consumed rows deleted by every receiving commit (consumed.py):
+    marks and sweeps interleave with open transactions at every step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.b.db.sweeper.every_commits = 1
+
+
+SweepingAfterEveryReceive.TestCase.settings = Interleavings.TestCase.settings
+test_interleavings_with_a_sweep_after_every_receive = SweepingAfterEveryReceive.TestCase

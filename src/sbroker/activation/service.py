@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..catalog import Queue
 from ..clock import SystemClock
+from ..consumed import live
 from ..errors import InvalidArgumentError
 from ..hooks import EngineHooks
 from ..services.loop import ClockLoop
@@ -38,8 +39,10 @@ CROSS_PROCESS_POLL = 0.02  # seconds between checks for commits by other process
 STOP_TIMEOUT = 10.0  # how long broker.stop() waits for activated procedures to return
 
 _LOOK = (  # (any ready message, any ready message in a group no transaction holds)
-    "SELECT EXISTS (SELECT 1 FROM sb_messages WHERE queue_id = ?1 AND status = 1),"
+    "SELECT EXISTS (SELECT 1 FROM sb_messages m WHERE m.queue_id = ?1 AND m.status = 1"
+    f" AND {live('m')}),"
     " EXISTS (SELECT 1 FROM sb_messages m WHERE m.queue_id = ?1 AND m.status = 1"
+    f" AND {live('m')}"
     " AND NOT EXISTS (SELECT 1 FROM sb_group_locks l WHERE l.group_id = m.group_id)"
     " AND m.group_id NOT IN (SELECT value FROM json_each(?2)))"  # locks not written yet
 )

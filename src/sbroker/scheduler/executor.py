@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .. import messages as m
+from ..consumed import live
 from ..spark import Runner, Task, execute, task_from_dict, task_to_json
 from . import schema
 
@@ -134,7 +135,7 @@ def serve_one(broker: Broker, state: ExecutorState, worker: str, *, wait: float)
 # each group's next message.  A skip scan over the groups that have messages (index
 # sb_messages_group), so it costs a few lookups per group, not a pass over every queued
 # message: a scheduler with thousands of tasks queued does not slow each take down.
-_READY_GROUPS = """
+_READY_GROUPS = f"""
 WITH RECURSIVE g(id) AS (
     SELECT (SELECT min(group_id) FROM sb_messages)
     UNION ALL
@@ -144,6 +145,7 @@ WITH RECURSIVE g(id) AS (
 SELECT g.id, m.priority, m.queuing_order, e.conversation_id
 FROM g JOIN sb_messages m ON m.queuing_order = (
     SELECT queuing_order FROM sb_messages WHERE group_id = g.id AND status = 1
+        AND {live("sb_messages")}
     ORDER BY priority DESC, conv_order, is_timer DESC, msn LIMIT 1)
 JOIN sb_endpoints e ON e.handle = m.handle
 WHERE g.id IS NOT NULL AND m.queue_id = (SELECT queue_id FROM sb_queues WHERE name = ?)

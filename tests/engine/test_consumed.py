@@ -1,0 +1,118 @@
+"""Received messages are marked consumed at COMMIT and deleted later in bulk (consumed.py):
+a marked message is gone for every reader at once, the sweep deletes it, and the table of
+marks stays small."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import sbroker
+from sbroker import Broker
+from sbroker.activation.service import _LOOK
+from sbroker.consumed import SWEEP_COMMITS
+from sbroker.scheduler.executor import _READY_GROUPS
+
+from .helpers import begin_and_send, bodies, send
+
+
+def _physical(b: Broker) -> tuple[int, int]:
+    """(rows in sb_messages, rows in sb_consumed), counted on the file."""
+    with b.db.connection() as conn:
+        return (conn.execute("SELECT count(*) FROM sb_messages").fetchone()[0],
+                conn.execute("SELECT count(*) FROM sb_consumed").fetchone()[0])
+
+
+def _receive(b: Broker, top: int | None = None) -> list[str]:
+    with b.transaction() as tx:
+        return bodies(tx.receive("TargetQueue", top=top))
+
+
+def test_a_received_message_is_marked_and_gone_for_every_reader(pair: Broker) -> None:
+    begin_and_send(pair, "1", "2", "3", "4", "5")
+    assert _receive(pair, top=2) == ["1", "2"]
+    assert _physical(pair) == (5, 2)  # marked, not yet deleted
+    assert bodies(pair.peek("TargetQueue")) == ["3", "4", "5"]
+    assert _receive(pair) == ["3", "4", "5"]
+    assert _physical(pair) == (5, 5)
+    assert pair.peek("TargetQueue") == []
+    with pair.transaction() as tx:
+        assert tx.receive("TargetQueue", timeout=0) == []
+        assert tx.get_conversation_group("TargetQueue") is None
+    assert pair._ready_groups("TargetQueue") == []
+    queue_id = pair.catalog.queue("TargetQueue").queue_id
+    with pair.db.connection() as conn:
+        assert conn.execute(_LOOK, (queue_id, "[]")).fetchone() == (0, 0)  # no activation
+        assert conn.execute(_READY_GROUPS, ("TargetQueue",)).fetchall() == []
+
+
+def test_the_sweep_deletes_the_marked_messages_and_their_marks(pair: Broker) -> None:
+    pair.db.sweeper.every_commits = 2
+    handle = begin_and_send(pair, "1", "2", "3")
+    assert _receive(pair, top=1) == ["1"]
+    assert _physical(pair) == (3, 1)
+    assert _receive(pair, top=1) == ["2"]  # the second receiving commit sweeps
+    assert _physical(pair) == (1, 0)
+    send(pair, handle, "4")
+    assert _receive(pair) == ["3", "4"]
+    assert _physical(pair) == (2, 2)
+
+
+def test_marks_never_pile_up_over_many_receives(pair: Broker) -> None:
+    handle = begin_and_send(pair)
+    most = 0
+    for i in range(3 * SWEEP_COMMITS):
+        send(pair, handle, str(i), str(i))
+        assert _receive(pair) == [str(i), str(i)]
+        most = max(most, _physical(pair)[1])
+    assert most <= 2 * SWEEP_COMMITS  # two messages per receiving commit between sweeps
+    assert _physical(pair)[0] == _physical(pair)[1]  # nothing left but what awaits a sweep
+
+
+def test_a_mark_needs_the_same_message_id(pair: Broker) -> None:
+    """The mark keeps the delete's guard: a queuing_order whose row was deleted and reused by
+    a new message must not mark that message."""
+    begin_and_send(pair, "new")
+    (msg,) = pair.peek("TargetQueue")
+    pair.db.writer.run(lambda conn: pair.db.sweeper.mark(
+        conn, [(msg.queuing_order, "not-" + msg.message_id)]))
+    assert _physical(pair) == (1, 0)
+    assert _receive(pair) == ["new"]
+
+
+def test_deleting_a_consumed_message_drops_its_mark(pair: Broker) -> None:
+    begin_and_send(pair, "1", "2")
+    with pair.transaction() as tx:
+        got = tx.receive("TargetQueue", top=1)
+        target = got[0].conversation_handle
+    assert _physical(pair) == (2, 1)
+    with pair.transaction() as tx:
+        tx.end_conversation(target, cleanup=True)
+    assert _physical(pair) == (0, 0)
+
+
+def test_a_rolled_back_receive_marks_nothing(pair: Broker) -> None:
+    begin_and_send(pair, "1")
+    tx = pair.transaction()
+    assert bodies(tx.receive("TargetQueue")) == ["1"]
+    tx.rollback()
+    assert _physical(pair) == (1, 0)
+    assert _receive(pair) == ["1"]
+
+
+def test_a_database_of_schema_2_gains_the_marks_on_open(db_path: Path) -> None:
+    with Broker.open(db_path) as b:
+        b.create_queue("InitQueue")
+        b.create_queue("TargetQueue")
+        b.create_service("InitService", "InitQueue")
+        b.create_service("TargetService", "TargetQueue", ["DEFAULT"])
+        begin_and_send(b, "kept")
+    conn = sqlite3.connect(db_path)  # make it a file of the previous release
+    conn.executescript("DROP TRIGGER sb_messages_consumed_gone; DROP TABLE sb_consumed;"
+                       " PRAGMA user_version = 2;")
+    conn.close()
+    with sbroker.Broker.open(db_path) as b:
+        assert _receive(b) == ["kept"]
+        assert _physical(b) == (1, 1)
+        with b.db.connection() as conn:
+            assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
