@@ -7,8 +7,8 @@ engine's own overhead and the bound the storage puts on any engine:
 
 - raw: one INSERT per committed transaction into a bare table (the W1 reference);
 - W1 receive on sbroker's schema: per message BEGIN IMMEDIATE, the engine's own statement that
-  picks the next group and fetches from it, the engine's mark of the row as consumed (with its
-  sweep every 32 commits), COMMIT (no lock rows: the engine keeps W1's locks in memory);
+  picks the next group and fetches from it, the engine's removal of the row (sbroker.consumed:
+  one row is dense, so a DELETE), COMMIT (no lock rows: the engine keeps W1's locks in memory);
 - W2 on sbroker's schema: 100 messages per transaction round-robin over 100 conversation
   groups, inserted with one executemany; received 100 of one group per transaction;
 - W2 on a minimal grouped table: integer keys, the 200-byte body and one (group, order) index,
@@ -139,7 +139,7 @@ def sbroker_w1_receive(path: Path, n: int) -> dict[str, float]:
             for _ in range(n):
                 conn.execute("BEGIN IMMEDIATE")
                 rows = conn.execute(_TAKE_NEXT, (queue_id, "me", 1)).fetchall()
-                sweeper.mark(conn, [(rows[0][2], rows[0][11])])
+                sweeper.consume(conn, [(rows[0][2], rows[0][11])])
                 conn.execute("COMMIT")
 
         return {"receive": _rate(n, run)}
@@ -173,7 +173,7 @@ def sbroker_w2(path: Path, n: int) -> dict[str, float]:
 
     def take(g: int) -> int:
         rows = conn.execute(fetch, (templates[g][1], BATCH)).fetchall()
-        sweeper.mark(conn, [(r[2], r[11]) for r in rows])
+        sweeper.consume(conn, [(r[2], r[11]) for r in rows])
         return len(rows)
 
     try:

@@ -753,7 +753,7 @@ class Transaction:
         if self._received:
             taken = [(qo, mid) for qo, (_, keep, mid) in self._received.items() if not keep]
             if taken:
-                self._broker.db.sweeper.mark(conn, taken)
+                self._broker.db.sweeper.consume(conn, taken)
             conn.executemany(
                 "UPDATE sb_messages SET status = 0 WHERE queuing_order = ? AND message_id = ?",
                 [(qo, mid) for qo, (_, keep, mid) in self._received.items() if keep],

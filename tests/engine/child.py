@@ -215,8 +215,9 @@ COMMANDS = {
 def main() -> None:
     command, db, *args = sys.argv[1:]
     b = sbroker.Broker.open(db, durability=os.environ.get("SBROKER_DURABILITY", "normal"))
-    # Children sweep consumed rows often, so processes' sweeps interleave (consumed.py).
-    b.db.sweeper.every_commits = 3
+    # Children mark every received row and sweep often, so that processes' marks and sweeps
+    # interleave (consumed.py).
+    b.db.sweeper.dense, b.db.sweeper.every_commits = 0, 3
     try:
         COMMANDS[command](b, *args)
     finally:

@@ -1,6 +1,6 @@
-"""Received messages are marked consumed at COMMIT and deleted later in bulk (consumed.py):
-a marked message is gone for every reader at once, the sweep deletes it, and the table of
-marks stays small."""
+"""Received messages spread thin over the queue are marked consumed at COMMIT and deleted
+later in bulk; dense ones are deleted at once (consumed.py).  A marked message is gone for
+every reader at once, the sweep deletes it, and marks never pile up."""
 
 from __future__ import annotations
 
@@ -10,10 +10,16 @@ from pathlib import Path
 import sbroker
 from sbroker import Broker
 from sbroker.activation.service import _LOOK
-from sbroker.consumed import SWEEP_COMMITS
+from sbroker.consumed import DENSE, SWEEP_COMMITS
 from sbroker.scheduler.executor import _READY_GROUPS
 
 from .helpers import begin_and_send, bodies, send
+
+
+def _marking(b: Broker, every_commits: int = SWEEP_COMMITS) -> Broker:
+    """Mark every received row, however dense; sweep every ``every_commits`` commits."""
+    b.db.sweeper.dense, b.db.sweeper.every_commits = 0, every_commits
+    return b
 
 
 def _physical(b: Broker) -> tuple[int, int]:
@@ -28,7 +34,26 @@ def _receive(b: Broker, top: int | None = None) -> list[str]:
         return bodies(tx.receive("TargetQueue", top=top))
 
 
+def test_rows_received_together_are_deleted_at_once(pair: Broker) -> None:
+    begin_and_send(pair, "1", "2", "3")
+    assert _receive(pair, top=1) == ["1"]
+    assert _physical(pair) == (2, 0)
+    assert _receive(pair) == ["2", "3"]
+    assert _physical(pair) == (0, 0)
+
+
+def test_rows_spread_over_the_queue_are_marked(pair: Broker) -> None:
+    handles = [begin_and_send(pair) for _ in range(2 * DENSE)]
+    for k in range(2):  # round-robin: each conversation's two rows are 2 * DENSE apart
+        with pair.transaction() as tx:
+            for c, handle in enumerate(handles):
+                tx.send(handle, body=f"{c}:{k}")
+    assert _receive(pair) == ["0:0", "0:1"]
+    assert _physical(pair) == (4 * DENSE, 2)
+
+
 def test_a_received_message_is_marked_and_gone_for_every_reader(pair: Broker) -> None:
+    _marking(pair)
     begin_and_send(pair, "1", "2", "3", "4", "5")
     assert _receive(pair, top=2) == ["1", "2"]
     assert _physical(pair) == (5, 2)  # marked, not yet deleted
@@ -47,7 +72,7 @@ def test_a_received_message_is_marked_and_gone_for_every_reader(pair: Broker) ->
 
 
 def test_the_sweep_deletes_the_marked_messages_and_their_marks(pair: Broker) -> None:
-    pair.db.sweeper.every_commits = 2
+    _marking(pair, every_commits=2)
     handle = begin_and_send(pair, "1", "2", "3")
     assert _receive(pair, top=1) == ["1"]
     assert _physical(pair) == (3, 1)
@@ -59,6 +84,7 @@ def test_the_sweep_deletes_the_marked_messages_and_their_marks(pair: Broker) -> 
 
 
 def test_marks_never_pile_up_over_many_receives(pair: Broker) -> None:
+    _marking(pair)
     handle = begin_and_send(pair)
     most = 0
     for i in range(3 * SWEEP_COMMITS):
@@ -74,13 +100,15 @@ def test_a_mark_needs_the_same_message_id(pair: Broker) -> None:
     a new message must not mark that message."""
     begin_and_send(pair, "new")
     (msg,) = pair.peek("TargetQueue")
-    pair.db.writer.run(lambda conn: pair.db.sweeper.mark(
+    _marking(pair)
+    pair.db.writer.run(lambda conn: pair.db.sweeper.consume(
         conn, [(msg.queuing_order, "not-" + msg.message_id)]))
     assert _physical(pair) == (1, 0)
     assert _receive(pair) == ["new"]
 
 
 def test_deleting_a_consumed_message_drops_its_mark(pair: Broker) -> None:
+    _marking(pair)
     begin_and_send(pair, "1", "2")
     with pair.transaction() as tx:
         got = tx.receive("TargetQueue", top=1)
@@ -92,6 +120,7 @@ def test_deleting_a_consumed_message_drops_its_mark(pair: Broker) -> None:
 
 
 def test_a_rolled_back_receive_marks_nothing(pair: Broker) -> None:
+    _marking(pair)
     begin_and_send(pair, "1")
     tx = pair.transaction()
     assert bodies(tx.receive("TargetQueue")) == ["1"]
@@ -112,7 +141,7 @@ def test_a_database_of_schema_2_gains_the_marks_on_open(db_path: Path) -> None:
                        " PRAGMA user_version = 2;")
     conn.close()
     with sbroker.Broker.open(db_path) as b:
-        assert _receive(b) == ["kept"]
+        assert _receive(_marking(b)) == ["kept"]
         assert _physical(b) == (1, 1)
         with b.db.connection() as conn:
             assert conn.execute("PRAGMA user_version").fetchone()[0] == 3

@@ -199,14 +199,14 @@ test_interleavings_deliver_every_committed_message_once_in_order = Interleavings
 
 
 
-class SweepingAfterEveryReceive(Interleavings):
-    """The same, with the consumed rows deleted by every receiving commit (consumed.py):
-    marks and sweeps interleave with open transactions at every step."""
+class MarkingEveryReceivedRow(Interleavings):
+    """The same with every received row marked, not deleted (consumed.py), and a sweep by
+    every second receiving commit: marks and sweeps interleave with open transactions."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.b.db.sweeper.every_commits = 1
+        self.b.db.sweeper.dense, self.b.db.sweeper.every_commits = 0, 2
 
 
-SweepingAfterEveryReceive.TestCase.settings = Interleavings.TestCase.settings
-test_interleavings_with_a_sweep_after_every_receive = SweepingAfterEveryReceive.TestCase
+MarkingEveryReceivedRow.TestCase.settings = Interleavings.TestCase.settings
+test_interleavings_marking_every_received_row = MarkingEveryReceivedRow.TestCase
