@@ -49,6 +49,7 @@ class Broker:
         self.hooks: EngineHooks = EngineHooks()
         self._catalog: Catalog | None = None
         self._catalog_checked = 0.0
+        self._catalog_ddl = 0  # this process's DDL count: a check that raced one is no check
         self._catalog_lock = threading.Lock()
         self._endpoint_cache: dict[str, tuple[Any, ...]] = {}
         self._last_reap = 0.0
@@ -155,20 +156,22 @@ class Broker:
     def _catalog_for(self, conn: sqlite3.Connection, *, max_age: float = 0.0) -> Catalog:
         """The catalog snapshot; checked against the database unless checked in the last
         ``max_age`` seconds (statements pass a few ms: COMMIT verifies the version anyway)."""
-        if max_age:
-            with self._catalog_lock:
-                if self._catalog is not None and (
-                        time.monotonic() - self._catalog_checked < max_age):
-                    return self._catalog
+        with self._catalog_lock:
+            if max_age and self._catalog is not None and (
+                    time.monotonic() - self._catalog_checked < max_age):
+                return self._catalog
+            ddl = self._catalog_ddl
         version = cat_mod.current_version(conn)
         with self._catalog_lock:
             if self._catalog is not None and self._catalog.version == version:
-                self._catalog_checked = time.monotonic()
+                if ddl == self._catalog_ddl:
+                    self._catalog_checked = time.monotonic()
                 return self._catalog
         fresh = cat_mod.load(conn)
         with self._catalog_lock:
             self._catalog = fresh
-            self._catalog_checked = time.monotonic()
+            if ddl == self._catalog_ddl:  # else DDL committed meanwhile: check next time
+                self._catalog_checked = time.monotonic()
         return fresh
 
     def _remember_endpoint(self, ep: dialogs.Endpoint) -> None:
@@ -194,6 +197,7 @@ class Broker:
                 self._redeliver(conn)
         with self._catalog_lock:
             self._catalog_checked = 0.0  # this process changed it: look again next time
+            self._catalog_ddl += 1
         self.notifier.bump()  # waiting receivers re-read the catalog (a queue disabled, ...)
 
     def _redeliver(self, conn: sqlite3.Connection) -> None:

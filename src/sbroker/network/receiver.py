@@ -220,6 +220,11 @@ class Receiver:
             return False  # the local side is gone, or it ended before we ever heard of it
         origin = uid(msg.origin_instance or peer)
         service = ctx.catalog.services.get(msg.to_service)
+        if service is None or msg.contract not in service.contracts:
+            # A refusal is final: judge it by the catalog as committed now, not a snapshot
+            # that may predate the service (another process's DDL, or one a moment ago).
+            ctx.catalog = self.broker._catalog_for(ctx.conn)
+            service = ctx.catalog.services.get(msg.to_service)
         if service is None:
             return self._refuse(ctx, conv, msg, origin, m.TARGET_SERVICE_NOT_FOUND,
                                 f"The target service name {msg.to_service!r} could not be found"

@@ -1,0 +1,31 @@
+"""The broker's catalog snapshot: a statement may trust it for a few milliseconds, but never
+past DDL that this process committed, even DDL that raced the check that took it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import sbroker
+from sbroker import broker as broker_module
+
+
+def test_ddl_committed_during_a_check_is_seen_by_the_next_statement(
+        broker: sbroker.Broker, monkeypatch: pytest.MonkeyPatch) -> None:
+    original = broker_module.cat_mod.current_version
+    raced: list[bool] = []
+
+    def version_then_ddl(conn: Any) -> str:
+        version = original(conn)  # the check reads the version before the DDL ...
+        if not raced:
+            raced.append(True)
+            broker.create_queue("MadeMeanwhile")  # ... which commits before it stores its time
+        return version
+
+    with broker.db.connection() as conn:
+        monkeypatch.setattr(broker_module.cat_mod, "current_version", version_then_ddl)
+        assert "MadeMeanwhile" not in broker._catalog_for(conn).queues
+        monkeypatch.setattr(broker_module.cat_mod, "current_version", original)
+        # within the trusted age of that check: it must not count as a check
+        assert "MadeMeanwhile" in broker._catalog_for(conn, max_age=60.0).queues
