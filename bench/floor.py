@@ -55,6 +55,22 @@ def _rate(n: int, fn: Callable[[], None]) -> float:
     return n / (time.perf_counter() - t0)
 
 
+def _send_round_robin(conn: sqlite3.Connection, n: int, sql: str,
+                      row: Callable[[int, int], tuple[object, ...]]) -> None:
+    """Send n messages, BATCH per committed transaction, round-robin over the groups;
+    ``row(g, k)`` is the row of group g's k-th message (k from 1)."""
+    seqs = [0] * GROUPS
+    for j in range(0, n, BATCH):
+        rows = []
+        for i in range(j, j + BATCH):
+            g = i % GROUPS
+            seqs[g] += 1
+            rows.append(row(g, seqs[g]))
+        conn.execute("BEGIN IMMEDIATE")
+        conn.executemany(sql, rows)
+        conn.execute("COMMIT")
+
+
 def _by_group(conn: sqlite3.Connection, n: int, take: Callable[[int], int]) -> None:
     """Receive n messages, up to 100 of one group per transaction, the groups in turn;
     ``take(g)`` reads and deletes group g's next messages and says how many."""
@@ -158,18 +174,9 @@ def sbroker_w2(path: Path, n: int) -> dict[str, float]:
     conn = connect(path, "normal")
     sweeper = Sweeper()
     fetch = _FETCH.format(extra="")
-    seqs = [1] * GROUPS
 
     def send() -> None:
-        for j in range(0, n, BATCH):
-            rows = []
-            for i in range(j, j + BATCH):
-                g = i % GROUPS
-                rows.append(_message(templates[g], seqs[g]))
-                seqs[g] += 1
-            conn.execute("BEGIN IMMEDIATE")
-            conn.executemany(_INSERT, rows)
-            conn.execute("COMMIT")
+        _send_round_robin(conn, n, _INSERT, lambda g, k: _message(templates[g], k))
 
     def take(g: int) -> int:
         rows = conn.execute(fetch, (templates[g][1], BATCH)).fetchall()
@@ -238,18 +245,10 @@ def clustered_w2(path: Path, n: int) -> dict[str, float]:
     conn = connect(path, "normal")
     conn.execute("CREATE TABLE m (grp INTEGER NOT NULL, id INTEGER NOT NULL, body BLOB,"
                  " PRIMARY KEY (grp, id)) WITHOUT ROWID")
-    seqs = [0] * GROUPS
 
     def send() -> None:
-        for j in range(0, n, BATCH):
-            rows = []
-            for i in range(j, j + BATCH):
-                g = i % GROUPS
-                seqs[g] += 1
-                rows.append((g, seqs[g], BODY))
-            conn.execute("BEGIN IMMEDIATE")
-            conn.executemany("INSERT INTO m (grp, id, body) VALUES (?, ?, ?)", rows)
-            conn.execute("COMMIT")
+        _send_round_robin(conn, n, "INSERT INTO m (grp, id, body) VALUES (?, ?, ?)",
+                          lambda g, k: (g, k, BODY))
 
     def take(g: int) -> int:
         rows = conn.execute("SELECT id, body FROM m WHERE grp = ? ORDER BY id LIMIT ?",

@@ -76,7 +76,6 @@ class Sweeper:
             if self.rows >= self.every_rows or self.commits >= self.every_commits:
                 self.sweep(conn)
 
-
     def sweep(self, conn: sqlite3.Connection) -> None:
         """Delete every consumed message (any process's); their marks go with them."""
         conn.execute(_SWEEP)
