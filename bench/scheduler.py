@@ -31,7 +31,7 @@ QUERIES = [  # 40 small Spark SQL queries of a few shapes
     *(f"SELECT max(id * {i + 1}) AS m FROM range(20000)" for i in range(10)),
     *(f"SELECT count(DISTINCT id % {i + 3}) AS d FROM range(30000)" for i in range(10)),
 ]
-WARMUP_PASSES = 2
+WARMUP_PASSES = 6
 
 
 def _broker(tmp: Path, name: str, runner: Any, readers: int) -> sbroker.Broker:
@@ -117,60 +117,70 @@ def _direct(spark: Any, clock: _Clock) -> tuple[float, float]:
     return wall_end - wall, cpu_end - cpu
 
 
-def _through_scheduler(tmp: Path, name: str, runner: SparkRunner,
-                       clock: _Clock) -> list[tuple[float, float]]:
-    """(wall, CPU) seconds for the 40 queries through a fresh broker's scheduler from cold,
-    then warm."""
-    b = _broker(tmp, name, runner, 4)
+def _scheduled(s: Any, clock: _Clock) -> tuple[float, float]:
+    """(wall, CPU) seconds for the 40 queries sent through scheduler ``s`` as one stage."""
+    wall, cpu = clock.read()
+    for q in QUERIES:
+        s.exec_async(SparkSQL(q))
+    s.wait_all()
+    wall_end, cpu_end = clock.read()
+    return wall_end - wall, cpu_end - cpu
+
+
+def _warm_up(spark: Any, runner: SparkRunner, tmp: Path, clock: _Clock) -> list[float]:
+    """WARMUP_PASSES passes over the queries, each through a thread pool and through a
+    scheduler (whose SparkSQL runs ``take``, not ``collect``): JIT and whole-stage codegen
+    make the first passes 2-3 times slower and keep shaving time off for several more,
+    which would be charged to whichever side runs first.  The wall times seen."""
+    seen: list[float] = []
+    b = _broker(tmp, "warmup", runner, 4)
     try:
-        with b.scheduler("spark") as s:
-            times = []
-            for _stage in ("cold", "warm"):
-                wall, cpu = clock.read()
-                for q in QUERIES:
-                    s.exec_async(SparkSQL(q))
-                s.wait_all()
-                wall_end, cpu_end = clock.read()
-                times.append((wall_end - wall, cpu_end - cpu))
+        with b.scheduler("warmup") as s:
+            for _ in range(WARMUP_PASSES):
+                seen += [_direct(spark, clock)[0], _scheduled(s, clock)[0]]
     finally:
         b._executor_state = None  # type: ignore[attr-defined]  # keep the session
         b.close()
-    return times
+    return seen
 
 
 Timings = list[tuple[float, float]]  # (wall, CPU) seconds per round
 
 
-def spark_ratio(tmp: Path, runs: int) -> tuple[Timings, Timings, Timings]:
-    """Seconds for the 40 queries through the scheduler from cold (no executor reader
-    running yet: activation ramps up one reader per monitor interval, as seed 001 says) and
-    warm (readers already running after a first stage), and from a thread pool of 4.
+def spark_ratio(tmp: Path, runs: int) -> tuple[Timings, Timings, Timings, list[float]]:
+    """The 40 queries through the scheduler from cold (no executor reader running yet:
+    activation ramps up one reader per monitor interval, as seed 001 says) and warm (the
+    readers still running from the round before), and from a thread pool of 4.
 
-    The JVM is warmed with WARMUP_PASSES passes over all 40 queries first: JIT and
-    whole-stage codegen make the first passes over new queries 2-3 times slower, which
-    would be charged to whichever side runs first.  The order alternates between rounds
-    (scheduler first, then thread pool first) so that any drift left falls on both sides.
+    Each run opens a fresh broker and goes thread pool, scheduler cold, scheduler warm,
+    thread pool: the scheduler's rounds are compared with the mean of the two thread pool
+    rounds around them, so that a drift of the machine or the JVM falls on both sides.
+    Returns per-run cold, warm and direct (the mean of the two) timings, and the warm-up
+    passes' wall times.
     """
     runner = SparkRunner(SparkConfig(master="local[2]"))
     spark = runner.session()
     clock = _Clock(spark)
-    for _ in range(WARMUP_PASSES):
-        _direct(spark, clock)
     cold: Timings = []
     warm: Timings = []
     direct: Timings = []
     try:
+        warmup = _warm_up(spark, runner, tmp, clock)
         for run in range(runs):
-            if run % 2:
-                direct.append(_direct(spark, clock))
-            c, w = _through_scheduler(tmp, f"spark{run}", runner, clock)
-            cold.append(c)
-            warm.append(w)
-            if not run % 2:
-                direct.append(_direct(spark, clock))
+            before = _direct(spark, clock)
+            b = _broker(tmp, f"spark{run}", runner, 4)
+            try:
+                with b.scheduler("spark") as s:
+                    cold.append(_scheduled(s, clock))
+                    warm.append(_scheduled(s, clock))
+            finally:
+                b._executor_state = None  # type: ignore[attr-defined]  # keep the session
+                b.close()
+            after = _direct(spark, clock)
+            direct.append(((before[0] + after[0]) / 2, (before[1] + after[1]) / 2))
     finally:
         runner.close()
-    return cold, warm, direct
+    return cold, warm, direct, warmup
 
 
 def _fmt(values: list[float], unit: str, digits: int = 2) -> str:
@@ -206,10 +216,12 @@ def main() -> None:
                           "close to alone")
         if "spark" in parts:
             console.print("Spark: 40 small SQL queries, scheduler vs thread pool of 4 ...")
-            cold, warm, direct = spark_ratio(tmp, args.runs)
+            cold, warm, direct, warmup = spark_ratio(tmp, args.runs)
+            console.print(f"  warm-up passes (thread pool, scheduler; s): "
+                          f"{' '.join(f'{w:.2f}' for w in warmup)}")
             for label, timings in (("scheduler from cold", cold),
                                    ("scheduler with readers running", warm),
-                                   ("from a thread pool of 4", direct)):
+                                   ("from a thread pool of 4 (mean of 2 around)", direct)):
                 table.add_row(f"40 queries, {label}", _fmt([t[0] for t in timings], "s"), "")
             for label, timings in (("cold", cold), ("warm", warm)):
                 for what, i in (("wall", 0), ("CPU, Python + JVM", 1)):

@@ -20,6 +20,7 @@ from sbroker.spark import (
     TaskError,
     execute,
 )
+from sbroker.spark.session import COUNTED_ROWS
 
 
 def _no_session(config: SparkConfig) -> Any:
@@ -82,9 +83,14 @@ def test_sql_value_is_row_count_with_data_for_small_results() -> None:
     assert runner.run(SparkSQL("SELECT a FROM t WHERE a > :x", {"x": 0}), log_id=1).value == {
         "rows": 2, "data": [[1], [2]]}
     session.sql.assert_called_with("SELECT a FROM t WHERE a > :x", {"x": 0})
-    frame.take.return_value = [(i,) for i in range(11)]
+    frame.take.assert_called_with(COUNTED_ROWS + 1)
     frame.count.return_value = 5000
-    assert runner.run("SELECT a FROM t", log_id=2).value == {"rows": 5000}
+    frame.take.return_value = [(i,) for i in range(11)]  # counted from the one job
+    assert runner.run("SELECT a FROM t", log_id=2).value == {"rows": 11}
+    frame.count.assert_not_called()
+    frame.take.return_value = [(i,) for i in range(COUNTED_ROWS + 1)]  # too many: count()
+    assert runner.run("SELECT a FROM t", log_id=3).value == {"rows": 5000}
+    frame.count.assert_called_once()
 
 
 def test_cancel_before_start_cancels_the_run_and_jobs_of_a_running_task() -> None:

@@ -39,12 +39,16 @@ from sbroker.spark.tasks import (
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["PREVIEW_ROWS", "LazySparkSession", "SparkRunner", "create_session", "job_tag"]
+__all__ = ["COUNTED_ROWS", "PREVIEW_ROWS", "LazySparkSession", "SparkRunner", "create_session",
+           "job_tag"]
 
 log = logging.getLogger(__name__)
 
 #: A SparkSQL query with at most this many rows returns them in its value (``"data"``).
 PREVIEW_ROWS = 10
+#: A SparkSQL query's rows are counted from what one job returns when there are at most this
+#: many; only a bigger result is counted by a second job (``count()`` runs the query again).
+COUNTED_ROWS = 1000
 _RECANCEL_SECONDS = 0.2
 _PRE_CANCELLED_LIMIT = 10_000
 _CONNECT_RUNTIME_DEFAULTS = ("spark.sql.shuffle.partitions", "spark.sql.adaptive.enabled")
@@ -203,10 +207,10 @@ class SparkRunner:
         frame = spark.sql(task.sql, args) if args is not None else spark.sql(task.sql)
         if not frame.columns:  # a command: already executed eagerly by spark.sql
             return None
-        rows = frame.take(PREVIEW_ROWS + 1)
+        rows = frame.take(COUNTED_ROWS + 1)
         if len(rows) <= PREVIEW_ROWS:
             return {"rows": len(rows), "data": json_value([list(r) for r in rows])}
-        return {"rows": frame.count()}
+        return {"rows": len(rows) if len(rows) <= COUNTED_ROWS else frame.count()}
 
     def _enter(self, state: _Running) -> SparkSession:
         """Create the session if needed and tag the task's thread (once, idempotent)."""
