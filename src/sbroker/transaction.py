@@ -692,8 +692,9 @@ class Transaction:
         def apply(conn: sqlite3.Connection) -> None:
             ctx.conn = conn
             ctx.ready_queues.clear()
-            if catalog.current_version(conn) != ctx.catalog.version:
-                # DDL since the statements ran: check the sends against what is true now.
+            if self._ops and catalog.current_version(conn) != ctx.catalog.version:
+                # DDL since the statements ran: check the sends against what is true now
+                # (a commit that only receives uses no catalog).
                 ctx.catalog = self._broker._catalog_for(conn)
                 self._recheck_sends(ctx.catalog)
             if sent:
@@ -754,10 +755,12 @@ class Transaction:
             taken = [(qo, mid) for qo, (_, keep, mid) in self._received.items() if not keep]
             if taken:
                 self._broker.db.sweeper.consume(conn, taken)
-            conn.executemany(
-                "UPDATE sb_messages SET status = 0 WHERE queuing_order = ? AND message_id = ?",
-                [(qo, mid) for qo, (_, keep, mid) in self._received.items() if keep],
-            )
+            kept = [(qo, mid) for qo, (_, keep, mid) in self._received.items() if keep]
+            if kept:
+                conn.executemany(
+                    "UPDATE sb_messages SET status = 0 WHERE queuing_order = ? AND message_id = ?",
+                    kept,
+                )
         if self._locks:
             still_lazy = self._broker.db.writer.lazy_release(self._owner)
             if still_lazy < len(self._locks):  # some were written as rows meanwhile
