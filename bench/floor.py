@@ -8,7 +8,8 @@ engine's own overhead and the bound the storage puts on any engine:
 - raw: one INSERT per committed transaction into a bare table (the W1 reference);
 - W1 receive on sbroker's schema: per message BEGIN IMMEDIATE, the engine's own statement that
   picks the next group and fetches from it, the engine's removal of the row (sbroker.consumed:
-  one row is dense, so a DELETE), COMMIT (no lock rows: the engine keeps W1's locks in memory);
+  one row is marked, and swept with 31 others), COMMIT (no lock rows: the engine keeps W1's
+  locks in memory);
 - W2 on sbroker's schema: 100 messages per transaction round-robin over 100 conversation
   groups, inserted with one executemany; received 100 of one group per transaction;
 - W2 on a minimal grouped table: integer keys, the 200-byte body and one (group, order) index,

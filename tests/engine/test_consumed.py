@@ -34,12 +34,13 @@ def _receive(b: Broker, top: int | None = None) -> list[str]:
         return bodies(tx.receive("TargetQueue", top=top))
 
 
-def test_rows_received_together_are_deleted_at_once(pair: Broker) -> None:
+def test_one_row_is_marked_and_rows_received_together_are_deleted_at_once(
+        pair: Broker) -> None:
     begin_and_send(pair, "1", "2", "3")
     assert _receive(pair, top=1) == ["1"]
-    assert _physical(pair) == (2, 0)
+    assert _physical(pair) == (3, 1)  # one row: marked (one page written, not three)
     assert _receive(pair) == ["2", "3"]
-    assert _physical(pair) == (0, 0)
+    assert _physical(pair) == (1, 1)  # two adjacent rows: deleted at once
 
 
 def test_rows_spread_over_the_queue_are_marked(pair: Broker) -> None:
@@ -98,12 +99,13 @@ def test_marks_never_pile_up_over_many_receives(pair: Broker) -> None:
 def test_a_mark_needs_the_same_message_id(pair: Broker) -> None:
     """The mark keeps the delete's guard: a queuing_order whose row was deleted and reused by
     a new message must not mark that message."""
-    begin_and_send(pair, "new")
-    (msg,) = pair.peek("TargetQueue")
+    begin_and_send(pair, "new", "taken")
+    new, taken = pair.peek("TargetQueue")
     _marking(pair)
     pair.db.writer.run(lambda conn: pair.db.sweeper.consume(
-        conn, [(msg.queuing_order, "not-" + msg.message_id)]))
-    assert _physical(pair) == (1, 0)
+        conn, [(new.queuing_order, "not-" + new.message_id),
+               (taken.queuing_order, taken.message_id)]))
+    assert _physical(pair) == (2, 1)  # one statement marks the rows: only the matching one
     assert _receive(pair) == ["new"]
 
 
