@@ -4,6 +4,9 @@ The first thread to arrive becomes the leader, takes everything queued, and runs
 SQLite transaction on a dedicated connection, each piece inside its own SAVEPOINT so that one
 failure rolls back only that piece.  Followers wait and get their result.  Under concurrency
 many broker commits share one SQLite commit (and one fsync with ``durability="full"``).
+Each follower sleeps on a lock of its own item: the leader wakes exactly the threads whose
+items it finished, and hands the lead to the oldest queued one (a Condition's notify_all woke
+every follower after every batch: W3 spent ~19 % of its CPU in that machinery).
 
 Lazy group locks: a RECEIVE's lock attempt runs as a *lazy* item.  A batch of only lazy items
 leaves the SQLite write transaction open instead of committing, and the conversation-group
@@ -39,8 +42,15 @@ def _nothing() -> None:
     return None
 
 
+def _sleeper() -> threading.Lock:
+    """A held lock: a thread sleeps in ``acquire`` until another thread releases it."""
+    lock = threading.Lock()
+    lock.acquire()
+    return lock
+
+
 class _Item(Generic[T]):
-    __slots__ = ("durable", "error", "fn", "lazy", "result", "state")
+    __slots__ = ("armed", "durable", "error", "fn", "lazy", "result", "state", "wake")
 
     def __init__(self, fn: Callable[[sqlite3.Connection], T], durable: bool, lazy: bool) -> None:
         self.fn = fn
@@ -49,6 +59,16 @@ class _Item(Generic[T]):
         self.result: T | None = None
         self.error: BaseException | None = None
         self.state = 0  # 0 queued, 1 taken by a leader, 2 done
+        # Its thread sleeps on ``wake`` (held locked; a release lets one acquire through)
+        # while ``armed``: woken when the item is done, or when it may lead.
+        self.wake: threading.Lock | None = None
+        self.armed = False
+
+    def wake_up(self) -> None:
+        """Let the item's sleeping thread go (call with the writer's mutex held)."""
+        if self.armed:
+            self.armed = False
+            self.wake.release()  # type: ignore[union-attr]
 
 
 class Writer:
@@ -61,7 +81,12 @@ class Writer:
         self._conn: sqlite3.Connection | None = None
         self._sync = sync
         self._current_sync = sync
-        self._cond = threading.Condition(threading.Lock())  # not re-entrant: faster
+        # One mutex guards the state below.  Threads of ``run`` sleep on their item's own
+        # lock (woken one by one: no Condition bookkeeping, no herd); the few others that
+        # wait for the leadership (exclusive holders, close) wait on ``_cond``.
+        self._mutex = threading.Lock()
+        self._cond = threading.Condition(self._mutex)
+        self._cond_waiters = 0
         self._queue: list[_Item[Any]] = []
         self._leading = False
         self._holder: int | None = None  # thread holding the writer for a transaction
@@ -148,14 +173,13 @@ class Writer:
         other commits queue here, woken at once on release, instead of sleeping in SQLite's
         busy handler.  The caller must call :meth:`release_exclusive`."""
         me = threading.get_ident()
-        with self._cond:
+        with self._mutex:
             if self._holder == me:
                 raise TransactionStateError(
                     "this thread already holds the write lock in another transaction "
                     "(it ran a write statement with execute): finish that one first"
                 )
-            while self._leading:
-                self._cond.wait()
+            self._wait_for_leadership()
             self._leading = True
             self._holder = me
         try:
@@ -171,9 +195,26 @@ class Writer:
         self._on_commit()
 
     def release_exclusive(self) -> None:
-        with self._cond:
+        with self._mutex:
             self._leading = False
             self._holder = None
+            self._hand_off()
+
+    # -- leadership (call with the mutex held) ------------------------------------------------
+    def _wait_for_leadership(self) -> None:
+        self._cond_waiters += 1
+        try:
+            while self._leading:
+                self._cond.wait()
+        finally:
+            self._cond_waiters -= 1
+
+    def _hand_off(self) -> None:
+        """The leadership is free: wake the oldest queued item's thread to take it, and
+        whoever waits for it on the condition."""
+        if self._queue:
+            self._queue[0].wake_up()  # not armed: it is awake already and will look
+        if self._cond_waiters:
             self._cond.notify_all()
 
     # -- batches -----------------------------------------------------------------------------
@@ -184,7 +225,8 @@ class Writer:
         ``lazy``: ``fn`` changes nothing but lazy locks (and may leave the transaction open).
         """
         item: _Item[T] = _Item(fn, durable, lazy)
-        with self._cond:
+        mutex = self._mutex
+        with mutex:
             if self._holder == threading.get_ident():
                 raise TransactionStateError(
                     "another transaction in this thread holds the write lock (it ran a write "
@@ -192,21 +234,38 @@ class Writer:
                 )
             self._queue.append(item)
         while True:
-            with self._cond:
-                while item.state != 2 and self._leading:
-                    self._cond.wait()
+            with mutex:
                 if item.state == 2:
                     return self._outcome(item)
-                self._leading = True
-                batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
-                for it in batch:
-                    it.state = 1
+                lead = not self._leading
+                if lead:
+                    self._leading = True
+                    batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
+                    for it in batch:
+                        it.state = 1
+                else:
+                    if item.wake is None:
+                        item.wake = _sleeper()
+                    wake = item.wake
+                    item.armed = True
+            if not lead:
+                try:
+                    wake.acquire()  # until the leader finished the item, or handed the lead on
+                except BaseException:  # interrupted: never leave the lead to a gone thread
+                    with mutex:
+                        item.armed = False
+                        if item.state == 0:
+                            self._queue.remove(item)
+                        if not self._leading:
+                            self._hand_off()
+                    raise
+                continue
             try:
                 self._commit(batch)
             finally:
-                with self._cond:
+                with mutex:
                     self._leading = False
-                    self._cond.notify_all()
+                    self._hand_off()
 
     @staticmethod
     def _outcome(item: _Item[T]) -> T:
@@ -277,15 +336,16 @@ class Writer:
         self._finish(batch, None)
 
     def _finish(self, batch: list[_Item[Any]], error: BaseException | None) -> None:
-        with self._cond:
+        with self._mutex:
             for it in batch:
                 if error is not None and it.error is None:
                     it.error = error
                 it.state = 2
+                it.wake_up()
 
     # -- the timer that closes a lazy transaction nobody else closed ------------------------
     def _ensure_timer(self) -> None:
-        with self._cond:
+        with self._mutex:
             if self._timer is None:
                 self._timer = threading.Thread(target=self._close_lazily,
                                                name="sbroker-writer", daemon=True)
@@ -298,7 +358,7 @@ class Writer:
             if not self._open:
                 self._wake.clear()
                 if not self._open and not self._wake.wait(1.0):
-                    with self._cond:
+                    with self._mutex:
                         if not self._open and not self._wake.is_set():
                             self._timer = None
                             return
@@ -307,7 +367,7 @@ class Writer:
             if remaining > 0:
                 time.sleep(remaining)
                 continue
-            with self._cond:
+            with self._mutex:
                 if self._leading or not self._open:
                     busy = True
                 else:
@@ -326,21 +386,24 @@ class Writer:
             except sqlite3.Error:
                 pass  # still failing: the next batch writes the locks with its commit
             finally:
-                with self._cond:
+                with self._mutex:
                     self._leading = False
-                    self._cond.notify_all()
-        with self._cond:
+                    self._hand_off()
+        with self._mutex:
             self._timer = None
 
     def close(self) -> None:
-        with self._cond:
+        with self._mutex:
             self._closing = True
             self._wake.set()
-            self._cond.notify_all()
             # Never close the connection under a batch or a transaction of another thread;
             # this thread's own held transaction cannot be running a statement now.
-            while self._leading and self._holder != threading.get_ident():
-                self._cond.wait()
+            self._cond_waiters += 1
+            try:
+                while self._leading and self._holder != threading.get_ident():
+                    self._cond.wait()
+            finally:
+                self._cond_waiters -= 1
             conn, self._conn = self._conn, None
             if conn is not None and self._open:
                 # Only lock bookkeeping is open: the transactions that took those locks end

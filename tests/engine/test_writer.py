@@ -128,3 +128,58 @@ def test_a_failing_item_fails_alone(tmp_path: Path) -> None:
     assert sorted(o.args[0] for o in outcomes if isinstance(o, ValueError)) == [1, 3, 5, 7]
     with sqlite3.connect(tmp_path / "w.db") as conn:
         assert [r[0] for r in conn.execute("SELECT thread FROM t ORDER BY 1")] == [0, 2, 4, 6]
+
+
+def test_a_waiter_interrupted_in_the_queue_hands_the_lead_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Queued threads sleep on their own item's lock and the lead is handed to the oldest
+    one: a thread interrupted there (KeyboardInterrupt, say) must leave the queue, or the
+    lead would go to nobody and the threads behind it would sleep for ever."""
+
+    class Interrupted(Exception):
+        pass
+
+    c_sleeps = threading.Event()
+
+    class Sleeper:
+        def __init__(self) -> None:
+            self.lock = threading.Lock()
+            self.lock.acquire()
+            self.who = threading.current_thread().name
+
+        def acquire(self) -> bool:
+            if self.who == "B":
+                raise Interrupted
+            c_sleeps.set()
+            return self.lock.acquire()
+
+        def release(self) -> None:
+            self.lock.release()
+
+    monkeypatch.setattr(writer_mod, "_sleeper", Sleeper)
+    w = _writer(tmp_path / "w.db")
+    got: dict[str, object] = {}
+
+    def run(name: str) -> None:
+        try:
+            got[name] = w.run(lambda conn: conn.execute(
+                "INSERT INTO t VALUES (?, 0)", (ord(name),)).rowcount)
+        except Interrupted as exc:
+            got[name] = exc
+
+    w.acquire_exclusive()  # this thread leads: B and C must queue
+    try:
+        b = threading.Thread(target=run, args=("B",), name="B", daemon=True)
+        b.start()
+        b.join(10)
+        assert isinstance(got["B"], Interrupted)
+        c = threading.Thread(target=run, args=("C",), name="C", daemon=True)
+        c.start()
+        assert c_sleeps.wait(10)  # C sleeps in the queue behind where B was
+    finally:
+        w.release_exclusive()  # hands the lead to the oldest queued thread
+    c.join(10)
+    assert not c.is_alive(), "the lead went to the interrupted thread"
+    w.close()
+    assert got["C"] == 1
+    assert _rows(tmp_path / "w.db") == 1  # B's item never ran
