@@ -9,11 +9,13 @@ and fairness between a big and a small scheduler.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import resource
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -127,20 +129,28 @@ def _scheduled(s: Any, clock: _Clock) -> tuple[float, float]:
     return wall_end - wall, cpu_end - cpu
 
 
+@contextlib.contextmanager
+def _spark_scheduler(tmp: Path, name: str, runner: SparkRunner) -> Iterator[Any]:
+    """A scheduler of a fresh broker whose executor runs on ``runner``'s session; closing
+    the broker leaves the session running for the next round."""
+    b = _broker(tmp, name, runner, 4)
+    try:
+        with b.scheduler(name) as s:
+            yield s
+    finally:
+        b._executor_state = None  # type: ignore[attr-defined]  # keep the session
+        b.close()
+
+
 def _warm_up(spark: Any, runner: SparkRunner, tmp: Path, clock: _Clock) -> list[float]:
     """WARMUP_PASSES passes over the queries, each through a thread pool and through a
     scheduler (whose SparkSQL runs ``take``, not ``collect``): JIT and whole-stage codegen
     make the first passes 2-3 times slower and keep shaving time off for several more,
     which would be charged to whichever side runs first.  The wall times seen."""
     seen: list[float] = []
-    b = _broker(tmp, "warmup", runner, 4)
-    try:
-        with b.scheduler("warmup") as s:
-            for _ in range(WARMUP_PASSES):
-                seen += [_direct(spark, clock)[0], _scheduled(s, clock)[0]]
-    finally:
-        b._executor_state = None  # type: ignore[attr-defined]  # keep the session
-        b.close()
+    with _spark_scheduler(tmp, "warmup", runner) as s:
+        for _ in range(WARMUP_PASSES):
+            seen += [_direct(spark, clock)[0], _scheduled(s, clock)[0]]
     return seen
 
 
@@ -168,14 +178,9 @@ def spark_ratio(tmp: Path, runs: int) -> tuple[Timings, Timings, Timings, list[f
         warmup = _warm_up(spark, runner, tmp, clock)
         for run in range(runs):
             before = _direct(spark, clock)
-            b = _broker(tmp, f"spark{run}", runner, 4)
-            try:
-                with b.scheduler("spark") as s:
-                    cold.append(_scheduled(s, clock))
-                    warm.append(_scheduled(s, clock))
-            finally:
-                b._executor_state = None  # type: ignore[attr-defined]  # keep the session
-                b.close()
+            with _spark_scheduler(tmp, f"spark{run}", runner) as s:
+                cold.append(_scheduled(s, clock))
+                warm.append(_scheduled(s, clock))
             after = _direct(spark, clock)
             direct.append(((before[0] + after[0]) / 2, (before[1] + after[1]) / 2))
     finally:

@@ -752,10 +752,12 @@ class Transaction:
 
     def _finish_receives(self, conn: sqlite3.Connection) -> None:
         if self._received:
-            taken = [(qo, mid) for qo, (_, keep, mid) in self._received.items() if not keep]
+            taken: list[tuple[int, str]] = []
+            kept: list[tuple[int, str]] = []
+            for qo, (_, keep, mid) in self._received.items():
+                (kept if keep else taken).append((qo, mid))
             if taken:
                 self._broker.db.sweeper.consume(conn, taken)
-            kept = [(qo, mid) for qo, (_, keep, mid) in self._received.items() if keep]
             if kept:
                 conn.executemany(
                     "UPDATE sb_messages SET status = 0 WHERE queuing_order = ? AND message_id = ?",
