@@ -38,8 +38,10 @@ def test_a_python_task_that_never_touches_spark_starts_no_session() -> None:
 
 def _fake_session() -> mock.MagicMock:
     session = mock.MagicMock(name="SparkSession")
-    tracker = session.sparkContext.statusTracker.return_value
-    tracker.getJobIdsForGroup.return_value = [7, 3]
+    sc = session.sparkContext
+    ids = sc._jsc.statusTracker.return_value.getJobIdsForGroup.return_value  # a Java int[]
+    sc._jvm.java.util.Arrays.toString.side_effect = (
+        lambda array: "[7, 3]" if array is ids else "[]")
     return session
 
 
@@ -47,7 +49,8 @@ def test_a_task_that_uses_spark_starts_the_session_and_tags_its_thread() -> None
     session = _fake_session()
     factory = mock.Mock(return_value=session)
     runner = SparkRunner(session_factory=factory)
-    session.sql.return_value.columns = []  # a command
+    session.sql.return_value.columns = []  # a command: no columns, no rows
+    session.sql.return_value.take.return_value = []
     outcome = runner.run(SparkSQL("CREATE TABLE t (a INT)"), log_id=5, pool="sched-a")
     factory.assert_called_once()
     sc = session.sparkContext
@@ -91,6 +94,20 @@ def test_sql_value_is_row_count_with_data_for_small_results() -> None:
     frame.take.return_value = [(i,) for i in range(COUNTED_ROWS + 1)]  # too many: count()
     assert runner.run("SELECT a FROM t", log_id=3).value == {"rows": 5000}
     frame.count.assert_called_once()
+
+
+def test_the_schema_is_read_only_when_no_row_came_back() -> None:
+    session = _fake_session()
+    frame = session.sql.return_value
+    columns = mock.PropertyMock(return_value=["a"])
+    type(frame).columns = columns  # a MagicMock's type is its own subclass
+    runner = SparkRunner(session=session)
+    frame.take.return_value = [(1,)]
+    assert runner.run("SELECT a FROM t", log_id=1).value == {"rows": 1, "data": [[1]]}
+    columns.assert_not_called()
+    frame.take.return_value = []  # a query with no rows is not a command
+    assert runner.run("SELECT a FROM t WHERE false", log_id=2).value == {"rows": 0, "data": []}
+    columns.assert_called_once()
 
 
 def test_cancel_before_start_cancels_the_run_and_jobs_of_a_running_task() -> None:

@@ -51,6 +51,8 @@ def test_sql_commands_and_queries_run_and_report_their_results(
     assert big.value == {"rows": 30}
     bigger = runner.run("SELECT id FROM range(2500)", log_id=150)  # over COUNTED_ROWS
     assert bigger.value == {"rows": 2500}
+    empty = runner.run("SELECT id FROM range(5) WHERE id > 10", log_id=151)
+    assert empty.value == {"rows": 0, "data": []}  # a query, not a command
 
 
 def test_job_ids_are_those_of_the_task_and_the_thread_is_left_clean(

@@ -139,6 +139,8 @@ class SparkRunner:
         self._running: dict[int, _Running] = {}
         self._pre_cancelled: OrderedDict[int, None] = OrderedDict()
         self._local = threading.local()
+        # (SparkContext, its Java status tracker, java.util.Arrays), made once per context
+        self._jvm_helpers: tuple[Any, Any, Any] | None = None
 
     # -- the session -----------------------------------------------------------------------
     @property
@@ -205,9 +207,11 @@ class SparkRunner:
     def _run_sql(self, spark: SparkSession, task: SparkSQL) -> JsonValue:
         args: Any = task.args
         frame = spark.sql(task.sql, args) if args is not None else spark.sql(task.sql)
-        if not frame.columns:  # a command: already executed eagerly by spark.sql
-            return None
         rows = frame.take(COUNTED_ROWS + 1)
+        # a command (already executed eagerly by spark.sql) has no columns; the schema is
+        # only asked for when no row came back: it costs two more calls into the JVM
+        if not rows and not frame.columns:
+            return None
         if len(rows) <= PREVIEW_ROWS:
             return {"rows": len(rows), "data": json_value([list(r) for r in rows])}
         return {"rows": len(rows) if len(rows) <= COUNTED_ROWS else frame.count()}
@@ -243,7 +247,7 @@ class SparkRunner:
                     self._local.log_id = None
                 else:
                     sc = spark.sparkContext
-                    job_ids = sorted(sc.statusTracker().getJobIdsForGroup(str(state.log_id)))
+                    job_ids = self._job_ids(sc, str(state.log_id))
                     sc.clearJobTags()
                     sc._jsc.clearJobGroup()
                     sc.setLocalProperty("spark.scheduler.pool", None)  # type: ignore[arg-type]
@@ -252,6 +256,21 @@ class SparkRunner:
             with self._lock:
                 self._running.pop(state.log_id, None)
         return job_ids
+
+    def _job_ids(self, sc: Any, group: str) -> list[int]:
+        """The ids of the Spark jobs of job group ``group``, in two calls into the JVM.
+
+        ``StatusTracker.getJobIdsForGroup`` returns a Java array that Python reads one
+        element per call (plus one for its length), through a tracker made by a call of its
+        own: a task spent more calls on this than on running its query.
+        """
+        cached = self._jvm_helpers
+        if cached is None or cached[0] is not sc:
+            cached = (sc, sc._jsc.statusTracker(), sc._jvm.java.util.Arrays)
+            self._jvm_helpers = cached
+        _, tracker, arrays = cached
+        text = str(arrays.toString(tracker.getJobIdsForGroup(group)))  # "[3, 7]"
+        return sorted(int(x) for x in text.strip("[]").split(",") if x.strip())
 
     # -- cancelling ------------------------------------------------------------------------
     def cancel(self, log_id: int) -> bool:
