@@ -18,6 +18,12 @@ engine's own overhead and the bound the storage puts on any engine:
   readers skip) and deleting the marked rows of 32 receives together, as the engine does;
 - W2 on a group-clustered table (WITHOUT ROWID, primary key (group, order)): the other layout,
   which keeps each group's messages together and so moves the scattered writes to the send side;
+- W3 on the barest group-committed queue: 8 producer and 8 consumer threads, one message per
+  transaction each, every transaction handed to one committer thread that runs its one statement
+  (an INSERT, or a DELETE ... RETURNING of the oldest message) and commits once per batch of
+  whatever queued meanwhile; a consumer asks only for a message already committed (no polling).
+  No groups, no ordering per conversation, no locks: the least a group-committing Python engine
+  does per message, so its rate is a ceiling for issue 6's W3 target on this machine;
 - W1 receive on the barest queues: one DELETE ... RETURNING of the oldest message per committed
   transaction, on a table with one (group, order) index, and on a table with no index at all
   (which cannot serve conversation groups; it shows what the index costs); and on the grouped
@@ -36,7 +42,9 @@ import sqlite3
 import statistics
 import sys
 import tempfile
+import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
@@ -315,6 +323,79 @@ def barest_ungrouped_receive(path: Path, n: int) -> dict[str, float]:
     return _barest_receive(path, n, grouped=False)
 
 
+def barest_w3(path: Path, n: int, threads: int = 8) -> dict[str, float]:
+    """W3 on the barest group-committed queue: msgs/s received (all sent and received) and
+    the process's CPU microseconds per message."""
+    conn = connect(path, "normal")
+    conn.execute("CREATE TABLE q (id INTEGER PRIMARY KEY, grp INTEGER NOT NULL, body BLOB)")
+    conn.execute("CREATE INDEX q_grp ON q(grp, id)")
+    queued: deque[tuple[int | None, list[object], threading.Lock]] = deque()
+    wake = threading.Condition()
+    committed = threading.Semaphore(0)  # messages sent and committed, not yet asked for
+    closing = False
+
+    def committer() -> None:
+        while True:
+            with wake:
+                while not queued and not closing:
+                    wake.wait()
+                if not queued:
+                    return
+                batch = list(queued)
+                queued.clear()
+            conn.execute("BEGIN IMMEDIATE")
+            for group, out, _ in batch:
+                if group is None:
+                    out.append(conn.execute("DELETE FROM q WHERE id = (SELECT min(id) FROM q)"
+                                            " RETURNING body").fetchone())
+                else:
+                    conn.execute("INSERT INTO q (grp, body) VALUES (?, ?)", (group, BODY))
+            conn.execute("COMMIT")
+            sent = sum(1 for group, _, _ in batch if group is not None)
+            if sent:
+                committed.release(sent)
+            for _, _, done in batch:
+                done.release()
+
+    def transaction(group: int | None) -> list[object]:
+        out: list[object] = []
+        done = threading.Lock()
+        done.acquire()
+        with wake:
+            queued.append((group, out, done))
+            wake.notify()
+        done.acquire()  # released by the committer once the batch has committed
+        return out
+
+    def producer(slot: int) -> None:
+        for _ in range(slot, n, threads):
+            transaction(slot)
+
+    def consumer(slot: int) -> None:
+        for _ in range(slot, n, threads):
+            committed.acquire()
+            if transaction(None) == [None]:
+                raise AssertionError("a committed message was not there to receive")
+
+    worker = threading.Thread(target=committer)
+    worker.start()
+    clients = [threading.Thread(target=producer, args=(i,)) for i in range(threads)]
+    clients += [threading.Thread(target=consumer, args=(i,)) for i in range(threads)]
+    cpu = time.process_time()
+    start = time.perf_counter()
+    for t in clients:
+        t.start()
+    for t in clients:
+        t.join()
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+    with wake:
+        closing = True
+        wake.notify()
+    worker.join()
+    conn.close()
+    return {"receive": n / elapsed, "cpu_us": cpu / n * 1e6}
+
+
 def _runs(fn: Callable[[Path, int], dict[str, float]], n: int, runs: int) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {}
     for _ in range(runs):
@@ -345,6 +426,8 @@ def main(argv: list[str] | None = None) -> int:
         ("W1 receive, barest grouped queue, marked", "receive",
          _runs(barest_marked_receive, w1, args.runs)),
     ]
+    w3 = _runs(barest_w3, w1, args.runs)
+    measured.append(("W3, barest group-committed queue, 8+8 threads", "receive", w3))
     w2_sb = _runs(sbroker_w2, w2, args.runs)
     w2_min = _runs(minimal_w2, w2, args.runs)
     w2_mark = _runs(minimal_marked_w2, w2, args.runs)
@@ -375,6 +458,9 @@ def main(argv: list[str] | None = None) -> int:
                  "W1 receive, barest grouped queue, marked"):
         console.print(f"  {name} / raw INSERT per tx: {medians[name] / raw:.2f} "
                       "(issue 2's target for the whole engine: >= 0.80)")
+    cpu_us = statistics.median(w3["cpu_us"])
+    console.print(f"  W3, barest group-committed queue: {cpu_us:.0f} us CPU per message sent and"
+                  " received (this process, all threads)")
     return 0
 
 
