@@ -15,8 +15,6 @@ POLL_MAX_SECONDS = 0.016  # ... doubling up to this while nothing changes (a wai
 # costs ~0.5 % of a core instead of ~7 %; the first commit after a quiet spell wakes a waiter
 # of another process within 16 ms, later ones within 1 ms)
 RECHECK_SECONDS = 0.5  # waiters re-check even without news (dead lock holders, clock)
-LINGER_SECONDS = 1.0  # the poller outlives its last waiter this long: a caller that waits
-# for one result after another would otherwise start a thread and a connection per wait
 
 
 class Notifier:
@@ -92,13 +90,11 @@ class Notifier:
         try:
             last = conn.execute("PRAGMA data_version").fetchone()[0]
             interval = POLL_SECONDS
-            idle = 0.0  # seconds of pauses since a waiter was last seen
             while True:
                 with self.cond:
-                    if self._closed or (self._waiters == 0 and idle >= LINGER_SECONDS):
+                    if self._closed or self._waiters == 0:
                         self._poller = None
                         return
-                    idle = idle + interval if self._waiters == 0 else 0.0
                 self._pause(interval)
                 current = conn.execute("PRAGMA data_version").fetchone()[0]
                 if current != last:

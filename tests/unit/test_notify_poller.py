@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 
 from sbroker.clock import SystemClock
-from sbroker.notify import LINGER_SECONDS, POLL_MAX_SECONDS, POLL_SECONDS, Notifier
+from sbroker.notify import POLL_MAX_SECONDS, POLL_SECONDS, Notifier
 
 
 class _Versions:
@@ -55,29 +55,3 @@ def test_the_poller_backs_off_while_idle_and_speeds_up_on_a_change() -> None:
     assert pauses[:8] == quiet  # doubling, capped
     assert pauses[8:] == [POLL_SECONDS, 2 * POLL_SECONDS, 4 * POLL_SECONDS]  # after the change
     assert notifier.version == version + 1  # the change woke waiters once
-
-
-def test_the_poller_outlives_its_last_waiter_for_a_while_then_returns() -> None:
-    conn = _Versions([1])
-    notifier = Notifier(SystemClock(), lambda: conn)  # type: ignore[arg-type, return-value]
-    pauses: list[float] = []
-
-    def pause(seconds: float) -> None:
-        pauses.append(seconds)
-        if len(pauses) == 3:
-            with notifier.cond:
-                notifier._waiters = 0  # the last waiter got its message
-        if len(pauses) > 1000:
-            notifier.close()  # a poller that never returns fails below, not forever
-
-    notifier._pause = pause
-    with notifier.cond:
-        notifier._waiters = 1
-        notifier._ensure_poller()
-        poller = notifier._poller
-    assert poller is not None
-    poller.join(10)
-    assert not poller.is_alive() and notifier._poller is None
-    assert not notifier._closed  # it returned by itself
-    lingered = pauses[3:]  # the pauses after the waiter left
-    assert sum(lingered[:-1]) < LINGER_SECONDS <= sum(lingered)
