@@ -202,9 +202,11 @@ class Writer:
 
     # -- leadership (call with the mutex held) ------------------------------------------------
     def _wait_for_leadership(self) -> None:
+        """Wait until no other thread leads (or holds the writer for a transaction)."""
+        me = threading.get_ident()
         self._cond_waiters += 1
         try:
-            while self._leading:
+            while self._leading and self._holder != me:
                 self._cond.wait()
         finally:
             self._cond_waiters -= 1
@@ -398,12 +400,7 @@ class Writer:
             self._wake.set()
             # Never close the connection under a batch or a transaction of another thread;
             # this thread's own held transaction cannot be running a statement now.
-            self._cond_waiters += 1
-            try:
-                while self._leading and self._holder != threading.get_ident():
-                    self._cond.wait()
-            finally:
-                self._cond_waiters -= 1
+            self._wait_for_leadership()
             conn, self._conn = self._conn, None
             if conn is not None and self._open:
                 # Only lock bookkeeping is open: the transactions that took those locks end

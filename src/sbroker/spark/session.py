@@ -322,7 +322,8 @@ class SparkRunner:
         if self._connect:
             return state.connect_progress
         try:
-            return _tracker_progress(self._session, str(log_id))
+            sc = self._session.sparkContext
+            return _tracker_progress(sc.statusTracker(), self._job_ids(sc, str(log_id)))
         except Exception:
             log.debug("progress of log id %s unavailable", log_id, exc_info=True)
             return None
@@ -342,10 +343,9 @@ class SparkRunner:
             active_tasks=inflight_tasks)
 
 
-def _tracker_progress(spark: SparkSession, group: str) -> SparkProgress:
-    tracker = spark.sparkContext.statusTracker()
+def _tracker_progress(tracker: Any, job_ids: list[int]) -> SparkProgress:
     jobs = active_jobs = tasks = completed = active = failed = 0
-    for job_id in tracker.getJobIdsForGroup(group):
+    for job_id in job_ids:
         job = tracker.getJobInfo(job_id)
         if job is None:
             continue
