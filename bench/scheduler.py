@@ -142,14 +142,15 @@ def _spark_scheduler(tmp: Path, name: str, runner: SparkRunner) -> Iterator[Any]
         b.close()
 
 
-def _warm_up(spark: Any, runner: SparkRunner, tmp: Path, clock: _Clock) -> list[float]:
-    """WARMUP_PASSES passes over the queries, each through a thread pool and through a
+def _warm_up(spark: Any, runner: SparkRunner, tmp: Path, clock: _Clock,
+             passes: int) -> list[float]:
+    """``passes`` passes over the queries, each through a thread pool and through a
     scheduler (whose SparkSQL runs ``take``, not ``collect``): JIT and whole-stage codegen
     make the first passes 2-3 times slower and keep shaving time off for several more,
     which would be charged to whichever side runs first.  The wall times seen."""
     seen: list[float] = []
     with _spark_scheduler(tmp, "warmup", runner) as s:
-        for _ in range(WARMUP_PASSES):
+        for _ in range(passes):
             seen += [_direct(spark, clock)[0], _scheduled(s, clock)[0]]
     return seen
 
@@ -157,7 +158,8 @@ def _warm_up(spark: Any, runner: SparkRunner, tmp: Path, clock: _Clock) -> list[
 Timings = list[tuple[float, float]]  # (wall, CPU) seconds per round
 
 
-def spark_ratio(tmp: Path, runs: int) -> tuple[Timings, Timings, Timings, list[float]]:
+def spark_ratio(tmp: Path, runs: int,
+                warmup: int = WARMUP_PASSES) -> tuple[Timings, Timings, Timings, list[float]]:
     """The 40 queries through the scheduler from cold (no executor reader running yet:
     activation ramps up one reader per monitor interval, as seed 001 says) and warm (the
     readers still running from the round before), and from a thread pool of 4.
@@ -175,7 +177,7 @@ def spark_ratio(tmp: Path, runs: int) -> tuple[Timings, Timings, Timings, list[f
     warm: Timings = []
     direct: Timings = []
     try:
-        warmup = _warm_up(spark, runner, tmp, clock)
+        seen = _warm_up(spark, runner, tmp, clock, warmup)
         for run in range(runs):
             before = _direct(spark, clock)
             with _spark_scheduler(tmp, f"spark{run}", runner) as s:
@@ -185,7 +187,7 @@ def spark_ratio(tmp: Path, runs: int) -> tuple[Timings, Timings, Timings, list[f
             direct.append(((before[0] + after[0]) / 2, (before[1] + after[1]) / 2))
     finally:
         runner.close()
-    return cold, warm, direct, warmup
+    return cold, warm, direct, seen
 
 
 def _fmt(values: list[float], unit: str, digits: int = 2) -> str:
@@ -197,9 +199,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.scheduler", description=__doc__)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--no-spark", action="store_true", help="skip the Spark comparison")
+    parser.add_argument("--warmup", type=int, default=WARMUP_PASSES,
+                        help=f"Spark warm-up passes before measuring (default {WARMUP_PASSES})")
     parser.add_argument("--only", choices=("overhead", "fairness", "spark"), action="append",
                         help="run only this part (repeatable)")
     args = parser.parse_args()
+    if args.runs < 1 or args.warmup < 0:
+        parser.error("--runs must be at least 1 and --warmup at least 0")
     parts = set(args.only or ("overhead", "fairness", "spark"))
     if args.no_spark:
         parts.discard("spark")
@@ -221,9 +227,9 @@ def main() -> None:
                           "close to alone")
         if "spark" in parts:
             console.print("Spark: 40 small SQL queries, scheduler vs thread pool of 4 ...")
-            cold, warm, direct, warmup = spark_ratio(tmp, args.runs)
+            cold, warm, direct, warmup = spark_ratio(tmp, args.runs, args.warmup)
             console.print(f"  warm-up passes (thread pool, scheduler; s): "
-                          f"{' '.join(f'{w:.2f}' for w in warmup)}")
+                          f"{' '.join(f'{w:.2f}' for w in warmup)}", soft_wrap=True)
             for label, timings in (("scheduler from cold", cold),
                                    ("scheduler with readers running", warm),
                                    ("from a thread pool of 4 (mean of 2 around)", direct)):
