@@ -139,8 +139,9 @@ class SparkRunner:
         self._running: dict[int, _Running] = {}
         self._pre_cancelled: OrderedDict[int, None] = OrderedDict()
         self._local = threading.local()
-        # (SparkContext, its Java status tracker, java.util.Arrays), made once per context
-        self._jvm_helpers: tuple[Any, Any, Any] | None = None
+        # (SparkContext, its Java status tracker, pyspark's StatusTracker over that one,
+        # java.util.Arrays), made once per context: see _trackers
+        self._jvm_helpers: tuple[Any, Any, Any, Any] | None = None
 
     # -- the session -----------------------------------------------------------------------
     @property
@@ -264,13 +265,21 @@ class SparkRunner:
         element per call (plus one for its length), through a tracker made by a call of its
         own: a task spent more calls on this than on running its query.
         """
-        cached = self._jvm_helpers
-        if cached is None or cached[0] is not sc:
-            cached = (sc, sc._jsc.statusTracker(), sc._jvm.java.util.Arrays)
-            self._jvm_helpers = cached
-        _, tracker, arrays = cached
+        tracker, _, arrays = self._trackers(sc)
         text = str(arrays.toString(tracker.getJobIdsForGroup(group)))  # "[3, 7]"
         return sorted(int(x) for x in text.strip("[]").split(",") if x.strip())
+
+    def _trackers(self, sc: Any) -> tuple[Any, Any, Any]:
+        """(Java status tracker, pyspark ``StatusTracker`` over it, ``java.util.Arrays``) of
+        ``sc``, made once per SparkContext (``sc.statusTracker()`` costs a JVM call each)."""
+        cached = self._jvm_helpers
+        if cached is None or cached[0] is not sc:
+            from pyspark.status import StatusTracker
+
+            java = sc._jsc.statusTracker()
+            cached = (sc, java, StatusTracker(java), sc._jvm.java.util.Arrays)
+            self._jvm_helpers = cached
+        return cached[1], cached[2], cached[3]
 
     # -- cancelling ------------------------------------------------------------------------
     def cancel(self, log_id: int) -> bool:
@@ -323,7 +332,7 @@ class SparkRunner:
             return state.connect_progress
         try:
             sc = self._session.sparkContext
-            return _tracker_progress(sc.statusTracker(), self._job_ids(sc, str(log_id)))
+            return _tracker_progress(self._trackers(sc)[1], self._job_ids(sc, str(log_id)))
         except Exception:
             log.debug("progress of log id %s unavailable", log_id, exc_info=True)
             return None
