@@ -110,6 +110,26 @@ def test_the_schema_is_read_only_when_no_row_came_back() -> None:
     columns.assert_called_once()
 
 
+def test_a_query_proven_small_is_collected_and_others_are_taken() -> None:
+    session = _fake_session()
+    frame = session.sql.return_value
+    bound = frame._jdf.queryExecution.return_value.optimizedPlan.return_value.maxRows
+    frame.collect.return_value = [(3,)]
+    frame.take.return_value = [(4,)]
+    runner = SparkRunner(session=session)
+    bound.return_value.toString.return_value = f"Some({COUNTED_ROWS})"
+    assert runner.run("SELECT max(a) FROM t", log_id=1).value == {"rows": 1, "data": [[3]]}
+    frame.take.assert_not_called()
+    for unproven in (f"Some({COUNTED_ROWS + 1})", "None"):
+        frame.collect.reset_mock()
+        bound.return_value.toString.return_value = unproven
+        assert runner.run("SELECT a FROM t", log_id=2).value == {"rows": 1, "data": [[4]]}
+        frame.collect.assert_not_called()
+        frame.take.assert_called_with(COUNTED_ROWS + 1)
+    bound.side_effect = RuntimeError("no plan")  # the bound is an optimisation only
+    assert runner.run("SELECT a FROM t", log_id=3).value == {"rows": 1, "data": [[4]]}
+
+
 def test_cancel_before_start_cancels_the_run_and_jobs_of_a_running_task() -> None:
     session = _fake_session()
     runner = SparkRunner(session=session)

@@ -55,6 +55,17 @@ def test_sql_commands_and_queries_run_and_report_their_results(
     assert empty.value == {"rows": 0, "data": []}  # a query, not a command
 
 
+def test_row_bounds_are_read_from_the_optimized_plan(spark: SparkSession,
+                                                     tmp_path: Path) -> None:
+    from sbroker.spark.session import _row_bound
+
+    assert _row_bound(spark.sql("SELECT sum(id) FROM range(100000)")) == 1
+    assert _row_bound(spark.sql("SELECT id FROM range(2500)")) == 2500
+    assert _row_bound(spark.sql("SELECT id FROM range(100000) LIMIT 7")) == 7
+    spark.range(10).write.parquet(str(tmp_path / "p"))
+    assert _row_bound(spark.read.parquet(str(tmp_path / "p"))) is None  # a scan: unknown
+
+
 def test_job_ids_are_those_of_the_task_and_the_thread_is_left_clean(
         spark: SparkSession, runner: SparkRunner) -> None:
     sc = spark.sparkContext
