@@ -22,6 +22,7 @@ from bench.report import print_report, write_json
 from bench.runner import Suite
 from bench.servers import ServerPool
 from bench.systems import SYSTEMS, System
+from bench.targets import verdicts
 from bench.workloads import FULL, QUICK, WORKLOADS, Sizes, Workload
 
 PACKAGES = ["sbroker", "persist-queue", "huey", "litequeue", "pika", "psycopg"]
@@ -93,6 +94,7 @@ def meta_for(args: argparse.Namespace, sizes: Sizes, suite: Suite, started: date
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                     "python": platform.python_version(), "sqlite": sqlite3.sqlite_version},
         "versions": versions(), "commit": git_commit(),
+        "targets": [v.to_json() for v in verdicts(suite.results)],
     }
 
 

@@ -24,6 +24,9 @@ engine's own overhead and the bound the storage puts on any engine:
   whatever queued meanwhile; a consumer asks only for a message already committed (no polling).
   No groups, no ordering per conversation, no locks: the least a group-committing Python engine
   does per message, so its rate is a ceiling for issue 6's W3 target on this machine;
+- the same W3 hand-off storing nothing (a deque in the committer): what 16 Python threads
+  handing one-message transactions to a committer and back cost alone, a ceiling for W3 of
+  any engine that group-commits in one process;
 - W1 receive on the barest queues: one DELETE ... RETURNING of the oldest message per committed
   transaction, on a table with one (group, order) index, and on a table with no index at all
   (which cannot serve conversation groups; it shows what the index costs); and on the grouped
@@ -324,12 +327,15 @@ def barest_ungrouped_receive(path: Path, n: int) -> dict[str, float]:
     return _barest_receive(path, n, grouped=False)
 
 
-def barest_w3(path: Path, n: int, threads: int = 8) -> dict[str, float]:
+def barest_w3(path: Path, n: int, threads: int = 8, *, stored: bool = True) -> dict[str, float]:
     """W3 on the barest group-committed queue: msgs/s received (all sent and received) and
-    the process's CPU microseconds per message."""
+    the process's CPU microseconds per message.  With ``stored=False`` the committer keeps the
+    messages in a deque and never touches SQLite: what handing one-message transactions
+    between 16 threads and a committer costs by itself."""
     conn = connect(path, "normal")
     conn.execute("CREATE TABLE q (id INTEGER PRIMARY KEY, grp INTEGER NOT NULL, body BLOB)")
     conn.execute("CREATE INDEX q_grp ON q(grp, id)")
+    memory: deque[bytes] = deque()
     queued: deque[tuple[int | None, list[object], threading.Lock]] = deque()
     wake = threading.Condition()
     committed = threading.Semaphore(0)  # messages sent and committed, not yet asked for
@@ -344,14 +350,21 @@ def barest_w3(path: Path, n: int, threads: int = 8) -> dict[str, float]:
                     return
                 batch = list(queued)
                 queued.clear()
-            conn.execute("BEGIN IMMEDIATE")
+            if stored:
+                conn.execute("BEGIN IMMEDIATE")
             for group, out, _ in batch:
-                if group is None:
+                if not stored:
+                    if group is None:
+                        out.append((memory.popleft(),) if memory else None)
+                    else:
+                        memory.append(BODY)
+                elif group is None:
                     out.append(conn.execute("DELETE FROM q WHERE id = (SELECT min(id) FROM q)"
                                             " RETURNING body").fetchone())
                 else:
                     conn.execute("INSERT INTO q (grp, body) VALUES (?, ?)", (group, BODY))
-            conn.execute("COMMIT")
+            if stored:
+                conn.execute("COMMIT")
             sent = sum(1 for group, _, _ in batch if group is not None)
             if sent:
                 committed.release(sent)
@@ -399,6 +412,12 @@ def barest_w3(path: Path, n: int, threads: int = 8) -> dict[str, float]:
     return {"receive": n / elapsed, "cpu_us": cpu / n * 1e6, "switches": switches / n}
 
 
+def handoff_w3(path: Path, n: int) -> dict[str, float]:
+    """W3's threads and committer hand-off with no storage: a ceiling for W3 of any engine
+    that group-commits one-message transactions of 16 Python threads in one process."""
+    return barest_w3(path, n, stored=False)
+
+
 def _switches() -> int:
     """Context switches of this process so far (voluntary and not)."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -437,6 +456,8 @@ def main(argv: list[str] | None = None) -> int:
     ]
     w3 = _runs(barest_w3, w1, args.runs)
     measured.append(("W3, barest group-committed queue, 8+8 threads", "receive", w3))
+    handoff = _runs(handoff_w3, w1, args.runs)
+    measured.append(("W3, the same hand-off storing nothing", "receive", handoff))
     w2_sb = _runs(sbroker_w2, w2, args.runs)
     w2_min = _runs(minimal_w2, w2, args.runs)
     w2_mark = _runs(minimal_marked_w2, w2, args.runs)
@@ -472,6 +493,10 @@ def main(argv: list[str] | None = None) -> int:
     console.print(f"  W3, barest group-committed queue: {cpu_us:.0f} us CPU and {switches:.1f}"
                   " context switches per message sent and received (this process, all threads;"
                   " python -m bench.cpu shows sbroker's)")
+    console.print(f"  W3, hand-off alone: {statistics.median(handoff['cpu_us']):.0f} us CPU and"
+                  f" {statistics.median(handoff['switches']):.1f} context switches per message:"
+                  " no in-process engine that hands each one-message transaction to a group"
+                  " committer and back can beat this row's rate on this machine")
     return 0
 
 

@@ -1,0 +1,136 @@
+"""Issue 6's targets, judged on one suite run's medians, each with the figures that bound it.
+
+The targets: W1 receive >= 2x the best peer; W2 send and receive >= 3x RabbitMQ; W3 >= 3x
+sbroker's own W1; W4 p99 <= 50 ms.  Two of them compare a figure with another figure of the
+same run, so each verdict says beside it what the same run shows about the bound:
+- W1: raw SQLite's own receive, one DELETE ... RETURNING per committed transaction, against
+  twice the best peer: a receive in its own transaction needs a commit of its own.
+- W3 is held to sbroker's own W1, so the verdict lists every system's own W3 / W1 in the same
+  run: how much 8 producers and 8 consumers gain over one thread on this machine and
+  durability, for the peers and raw SQLite as for sbroker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from bench.runner import Result
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One target: its words, the figure that judges it, met or not (None: a figure is n/a),
+    and what the same run shows beside it."""
+
+    target: str
+    figure: str
+    met: bool | None
+    note: str = ""
+
+    def line(self) -> str:
+        """One line for the console."""
+        word = {True: "met", False: "missed", None: "not measured"}[self.met]
+        return f"{self.target}: {self.figure} -> {word}" + (f"; {self.note}" if self.note else "")
+
+    def to_json(self) -> dict[str, object]:
+        """A plain dict for the results file."""
+        return asdict(self)
+
+
+def _medians(results: list[Result], workload: str, metric: str) -> dict[str, tuple[str, float]]:
+    """System -> (kind, median) of one figure, for the systems that have it."""
+    return {r.system: (r.kind, r.median) for r in results
+            if r.workload == workload and r.metric == metric and r.median is not None}
+
+
+def _ours(figures: dict[str, tuple[str, float]]) -> float | None:
+    return next((v for kind, v in figures.values() if kind == "subject"), None)
+
+
+def _best_peer(figures: dict[str, tuple[str, float]]) -> tuple[str, float] | None:
+    peers = [(name, v) for name, (kind, v) in figures.items() if kind == "peer"]
+    return max(peers, key=lambda p: p[1]) if peers else None
+
+
+def _raw(figures: dict[str, tuple[str, float]]) -> float | None:
+    return next((v for kind, v in figures.values() if kind == "limit"), None)
+
+
+def w1_verdict(results: list[Result]) -> Verdict:
+    """W1 receive >= 2x the best peer, with raw SQLite's receive beside it."""
+    target = "W1 receive >= 2x best peer"
+    figures = _medians(results, "W1", "receive")
+    ours, best = _ours(figures), _best_peer(figures)
+    if ours is None or best is None:
+        return Verdict(target, "n/a", None)
+    name, peer = best
+    raw = _raw(figures)
+    note = ""
+    if raw is not None:
+        note = (f"raw SQLite, one commit per receive and nothing else: {raw:,.0f} msgs/s = "
+                f"{raw / peer:.2f}x {name}")
+        if raw < 2 * peer:
+            note += ", so 2x is above what SQLite commits one receive at a time here"
+    return Verdict(target, f"{ours:,.0f} vs {name} {peer:,.0f} = {ours / peer:.2f}x",
+                   ours >= 2 * peer, note)
+
+
+def w2_verdicts(results: list[Result]) -> list[Verdict]:
+    """W2 send and receive >= 3x RabbitMQ."""
+    out = []
+    for metric in ("send", "receive"):
+        target = f"W2 {metric} >= 3x RabbitMQ"
+        figures = _medians(results, "W2", metric)
+        ours, rabbit = _ours(figures), figures.get("rabbitmq")
+        if ours is None or rabbit is None:
+            out.append(Verdict(target, "n/a", None))
+            continue
+        out.append(Verdict(target, f"{ours:,.0f} vs {rabbit[1]:,.0f} = {ours / rabbit[1]:.2f}x",
+                           ours >= 3 * rabbit[1]))
+    return out
+
+
+def own_ratios(results: list[Result], metric: str) -> dict[str, float]:
+    """Each system's W3 / W1 median of ``metric`` (the gain of 8+8 threads over one)."""
+    w1, w3 = _medians(results, "W1", metric), _medians(results, "W3", metric)
+    return {name: w3[name][1] / w1[name][1] for name in w3 if name in w1 and w1[name][1]}
+
+
+def w3_verdicts(results: list[Result]) -> list[Verdict]:
+    """W3 >= 3x sbroker's own W1, send and receive, with every system's own ratio beside."""
+    out = []
+    for metric in ("send", "receive"):
+        target = f"W3 {metric} >= 3x sbroker's own W1 {metric}"
+        ratios = own_ratios(results, metric)
+        kinds = {r.system: r.kind for r in results}
+        ours = next((v for name, v in ratios.items() if kinds[name] == "subject"), None)
+        w1 = _ours(_medians(results, "W1", metric))
+        if ours is None or w1 is None:
+            out.append(Verdict(target, "n/a", None))
+            continue
+        notes = [f"3x is {3 * w1:,.0f} msgs/s"]
+        raw = _raw(_medians(results, "W3", metric))
+        if raw is not None:
+            notes[0] += f", raw SQLite's own W3 {raw:,.0f}"
+        others = sorted(((n, v) for n, v in ratios.items() if kinds[n] != "subject"),
+                        key=lambda p: -p[1])
+        if others:
+            notes.append("own W3 / W1 in this run: "
+                         + ", ".join(f"{n} {v:.2f}x" for n, v in others))
+        out.append(Verdict(target, f"{ours:.2f}x", ours >= 3, "; ".join(notes)))
+    return out
+
+
+def w4_verdict(results: list[Result]) -> Verdict:
+    """W4 p99 <= 50 ms."""
+    target = "W4 p99 <= 50 ms"
+    ours = _ours(_medians(results, "W4", "p99"))
+    if ours is None:
+        return Verdict(target, "n/a", None)
+    return Verdict(target, f"{ours:.2f} ms", ours <= 50)
+
+
+def verdicts(results: list[Result]) -> list[Verdict]:
+    """Every target of issue 6, in the issue's order."""
+    return [w1_verdict(results), *w2_verdicts(results), *w3_verdicts(results),
+            w4_verdict(results)]
