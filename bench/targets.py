@@ -99,10 +99,10 @@ def own_ratios(results: list[Result], metric: str) -> dict[str, float]:
 def w3_verdicts(results: list[Result]) -> list[Verdict]:
     """W3 >= 3x sbroker's own W1, send and receive, with every system's own ratio beside."""
     out = []
+    kinds = {r.system: r.kind for r in results}
     for metric in ("send", "receive"):
         target = f"W3 {metric} >= 3x sbroker's own W1 {metric}"
         ratios = own_ratios(results, metric)
-        kinds = {r.system: r.kind for r in results}
         ours = next((v for name, v in ratios.items() if kinds[name] == "subject"), None)
         w1 = _ours(_medians(results, "W1", metric))
         if ours is None or w1 is None:
