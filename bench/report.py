@@ -13,7 +13,6 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.runner import Result, num
-from bench.targets import verdicts
 
 RESULTS_DIR = Path(__file__).parent / "results"
 
@@ -86,9 +85,6 @@ def print_report(console: Console, results: list[Result], meta: dict[str, Any]) 
     for name, n in notes.items():
         if "durability" in n:
             console.print(f"    {name}: {n['durability']}")
-    console.print("  Issue 6's targets, on these medians:")
-    for verdict in verdicts(results):
-        console.print(f"    {verdict.line()}", highlight=False)
 
 
 def write_json(results: list[Result], meta: dict[str, Any]) -> Path:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from bench.report import best_peer, groups
 from bench.runner import Result
 
 
@@ -37,34 +38,21 @@ class Verdict:
         return asdict(self)
 
 
-def _medians(results: list[Result], workload: str, metric: str) -> dict[str, tuple[str, float]]:
-    """System -> (kind, median) of one figure, for the systems that have it."""
-    return {r.system: (r.kind, r.median) for r in results
-            if r.workload == workload and r.metric == metric and r.median is not None}
-
-
-def _ours(figures: dict[str, tuple[str, float]]) -> float | None:
-    return next((v for kind, v in figures.values() if kind == "subject"), None)
-
-
-def _best_peer(figures: dict[str, tuple[str, float]]) -> tuple[str, float] | None:
-    peers = [(name, v) for name, (kind, v) in figures.items() if kind == "peer"]
-    return max(peers, key=lambda p: p[1]) if peers else None
-
-
-def _raw(figures: dict[str, tuple[str, float]]) -> float | None:
-    return next((v for kind, v in figures.values() if kind == "limit"), None)
+def _of(group: list[Result], kind: str, system: str | None = None) -> float | None:
+    """The median of the first result of ``kind`` (or of ``system``) in a group, if any."""
+    return next((r.median for r in group if r.median is not None and r.kind == kind
+                 and system in (None, r.system)), None)
 
 
 def w1_verdict(results: list[Result]) -> Verdict:
     """W1 receive >= 2x the best peer, with raw SQLite's receive beside it."""
     target = "W1 receive >= 2x best peer"
-    figures = _medians(results, "W1", "receive")
-    ours, best = _ours(figures), _best_peer(figures)
-    if ours is None or best is None:
+    group = groups(results).get(("W1", "receive"), [])
+    ours, best = _of(group, "subject"), best_peer(group)
+    if ours is None or best is None or not best.median:
         return Verdict(target, "n/a", None)
-    name, peer = best
-    raw = _raw(figures)
+    name, peer = best.system, best.median
+    raw = _of(group, "limit")
     note = ""
     if raw is not None:
         note = (f"raw SQLite, one commit per receive and nothing else: {raw:,.0f} msgs/s = "
@@ -78,38 +66,42 @@ def w1_verdict(results: list[Result]) -> Verdict:
 def w2_verdicts(results: list[Result]) -> list[Verdict]:
     """W2 send and receive >= 3x RabbitMQ."""
     out = []
+    by_figure = groups(results)
     for metric in ("send", "receive"):
         target = f"W2 {metric} >= 3x RabbitMQ"
-        figures = _medians(results, "W2", metric)
-        ours, rabbit = _ours(figures), figures.get("rabbitmq")
-        if ours is None or rabbit is None:
+        group = by_figure.get(("W2", metric), [])
+        ours, rabbit = _of(group, "subject"), _of(group, "peer", "rabbitmq")
+        if ours is None or not rabbit:
             out.append(Verdict(target, "n/a", None))
             continue
-        out.append(Verdict(target, f"{ours:,.0f} vs {rabbit[1]:,.0f} = {ours / rabbit[1]:.2f}x",
-                           ours >= 3 * rabbit[1]))
+        out.append(Verdict(target, f"{ours:,.0f} vs {rabbit:,.0f} = {ours / rabbit:.2f}x",
+                           ours >= 3 * rabbit))
     return out
 
 
 def own_ratios(results: list[Result], metric: str) -> dict[str, float]:
     """Each system's W3 / W1 median of ``metric`` (the gain of 8+8 threads over one)."""
-    w1, w3 = _medians(results, "W1", metric), _medians(results, "W3", metric)
-    return {name: w3[name][1] / w1[name][1] for name in w3 if name in w1 and w1[name][1]}
+    by_figure = groups(results)
+    w1 = {r.system: r.median for r in by_figure.get(("W1", metric), []) if r.median}
+    return {r.system: r.median / w1[r.system] for r in by_figure.get(("W3", metric), [])
+            if r.median is not None and r.system in w1}
 
 
 def w3_verdicts(results: list[Result]) -> list[Verdict]:
     """W3 >= 3x sbroker's own W1, send and receive, with every system's own ratio beside."""
     out = []
     kinds = {r.system: r.kind for r in results}
+    by_figure = groups(results)
     for metric in ("send", "receive"):
         target = f"W3 {metric} >= 3x sbroker's own W1 {metric}"
         ratios = own_ratios(results, metric)
         ours = next((v for name, v in ratios.items() if kinds[name] == "subject"), None)
-        w1 = _ours(_medians(results, "W1", metric))
+        w1 = _of(by_figure.get(("W1", metric), []), "subject")
         if ours is None or w1 is None:
             out.append(Verdict(target, "n/a", None))
             continue
         notes = [f"3x is {3 * w1:,.0f} msgs/s"]
-        raw = _raw(_medians(results, "W3", metric))
+        raw = _of(by_figure.get(("W3", metric), []), "limit")
         if raw is not None:
             notes[0] += f", raw SQLite's own W3 {raw:,.0f}"
         others = sorted(((n, v) for n, v in ratios.items() if kinds[n] != "subject"),
@@ -124,7 +116,7 @@ def w3_verdicts(results: list[Result]) -> list[Verdict]:
 def w4_verdict(results: list[Result]) -> Verdict:
     """W4 p99 <= 50 ms."""
     target = "W4 p99 <= 50 ms"
-    ours = _ours(_medians(results, "W4", "p99"))
+    ours = _of(groups(results).get(("W4", "p99"), []), "subject")
     if ours is None:
         return Verdict(target, "n/a", None)
     return Verdict(target, f"{ours:.2f} ms", ours <= 50)

@@ -383,12 +383,9 @@ def _tracker_progress(tracker: Any, job_ids: list[int]) -> SparkProgress:
 def _row_bound(frame: Any) -> int | None:
     """The most rows Spark's optimizer proves ``frame`` returns (``LogicalPlan.maxRows``:
     1 for an aggregate without GROUP BY, n under a LIMIT n, a range's length), or None when
-    it is unknown or the frame is not a classic one (Spark Connect has no ``_jdf``)."""
-    jdf = getattr(frame, "_jdf", None)
-    if jdf is None:
-        return None
+    it is unknown (classic frames only: a Spark Connect frame has no ``_jdf``)."""
     try:  # "Some(1)" or "None": two calls fewer than Option.isEmpty() and Option.get()
-        text = str(jdf.queryExecution().optimizedPlan().maxRows().toString())
+        text = str(frame._jdf.queryExecution().optimizedPlan().maxRows().toString())
     except Exception:  # the query's own error, if any, comes from take() below
         log.debug("no row bound for a SparkSQL frame", exc_info=True)
         return None
