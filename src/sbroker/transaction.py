@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import abandon, catalog, dialogs
 from . import messages as m
+from .activation import stopping
 from .consumed import live
 from .conversation import AFTER_SEND, Event, State, transition
 from .errors import (
@@ -519,7 +520,8 @@ class Transaction:
                 if result:
                     broker.hooks.received(q.queue_id, empty=False)
                     return list(result)
-                if seconds == 0 or (deadline is not None and clock.now() >= deadline):
+                out_of_time = seconds == 0 or (deadline is not None and clock.now() >= deadline)
+                if out_of_time or stopping.requested():  # or this activated procedure must stop
                     if unfiltered:
                         broker.hooks.received(q.queue_id, empty=True)
                     return []

@@ -205,6 +205,37 @@ def test_a_hanging_procedure_blocks_neither_other_queues_nor_a_second_reader(
     assert svc.wait_for(lambda: svc.running_tasks() == 0, WAIT)
 
 
+def test_stop_ends_a_procedures_wait_in_receive_as_a_timeout(
+        broker: Broker, clock: FakeClock, send: Callable[..., None],
+        caplog: pytest.LogCaptureFixture) -> None:
+    results: list[list[str]] = []
+    waiting = threading.Event()
+
+    def patient(ctx: ActivationContext) -> None:  # seed 002's reader: a long WAITFOR
+        while True:
+            with ctx.broker.transaction() as tx:
+                if results:
+                    waiting.set()
+                msgs = tx.receive(ctx.queue, timeout=3600)
+                results.append([m.text() for m in msgs])
+                if not msgs:
+                    return
+
+    target(broker, patient)
+    svc = broker._activation
+    svc.stop_timeout = WAIT / 2
+    broker.start()
+    send(broker, 1)
+    assert waiting.wait(WAIT)
+    assert svc.wait_for(lambda: monitor_row(broker).get("tasks_waiting") == 1, WAIT)
+    with caplog.at_level(logging.WARNING, logger="sbroker.activation"):
+        broker.stop()  # no clock advance: only the stop can end the wait
+    assert "still running after stop" not in caplog.text
+    assert "activated procedure failed" not in caplog.text
+    assert results == [["m0"], []]
+    assert svc.running_tasks() == 0
+
+
 def test_stop_asks_procedures_to_return_and_waits_a_bounded_time(
         broker: Broker, send: Callable[..., None], caplog: pytest.LogCaptureFixture) -> None:
     entered = threading.Semaphore(0)

@@ -29,6 +29,7 @@ from ..consumed import live
 from ..errors import InvalidArgumentError
 from ..hooks import EngineHooks
 from ..services.loop import ClockLoop
+from . import stopping
 from .monitor import EXTERNAL, INTERNAL, Monitor
 
 if TYPE_CHECKING:
@@ -190,6 +191,8 @@ class ActivationService(ClockLoop):
             self._monitored = set()
         for task in tasks:
             task.ctx.stopping.set()
+        if tasks:
+            self.broker.notifier.bump()  # a procedure waiting in RECEIVE stops waiting
         end = time.monotonic() + self.stop_timeout
         for task in tasks:
             if task.thread is not None:
@@ -312,7 +315,8 @@ class ActivationService(ClockLoop):
         error: str | None = None
         try:
             procedure = self.broker._procedures.get(task.queue_name, task.procedure_name)
-            resolve_procedure(procedure)(task.ctx)
+            with stopping.bound(task.ctx.stopping):
+                resolve_procedure(procedure)(task.ctx)
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
             log.exception("activated procedure failed", extra={
