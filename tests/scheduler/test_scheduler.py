@@ -211,3 +211,35 @@ def test_results_taken_with_an_error_from_the_executor_come_first_then_the_error
         assert s.handle is None  # its side of the dialog was ended with the Error
     assert lost not in {r["LogID"] for r in executor.view("ExecutionLog")
                         if r["Status"] != "queued"}
+
+
+def test_an_activated_reader_waits_for_the_next_stage_as_seed_002s_does(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Activation adds readers one per monitor_interval: a reader that waits 30 s for work
+    (seed 002's WAITFOR ... TIMEOUT 30000) serves the next stage without a new ramp."""
+    from sbroker import FakeClock
+
+    clock = FakeClock()
+    b = sbroker.Broker.open(tmp_path / "idle.db", clock=clock, monitor_interval=5)
+    b.install_executor(max_queue_readers=1, runner=StubRunner())
+    svc = b._activation
+    b.start()
+    try:
+        with b.scheduler("stages") as s:
+            s.exec_async(SparkSQL("SELECT 1"))
+            s.wait_all()
+            assert svc.wait_for(lambda: svc.monitor(_target_id(b)).tasks_waiting == 1, 10)
+            clock.advance(29)
+            s.exec_async(SparkSQL("SELECT 2"))
+            s.wait_all()
+            mon = svc.monitor(_target_id(b))
+            assert (mon.tasks_started, mon.tasks_running) == (1, 1)  # the same reader
+            assert svc.wait_for(lambda: mon.tasks_waiting == 1, 10)
+            clock.advance(30)
+            assert svc.wait_for(lambda: svc.running_tasks() == 0, 10)  # then it returns
+            assert mon.tasks_failed == 0
+    finally:
+        b.close()
+
+
+def _target_id(b: sbroker.Broker) -> int:
+    return b.catalog.queues["QueueAsyncTarget"].queue_id

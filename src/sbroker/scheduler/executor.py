@@ -30,7 +30,10 @@ if TYPE_CHECKING:
     from ..broker import Broker
 
 log = logging.getLogger("sbroker.executor")
-IDLE_SECONDS = 2.0  # a reader returns after the queue stayed empty this long
+# A reader returns after the queue stayed empty this long.  Seed 002 waits 30 s for the same
+# reason: activation starts readers gradually (one per monitor_interval), so a reader kept for
+# the next stage spares that stage the ramp.  Stopping the broker ends the wait at once.
+IDLE_SECONDS = 30.0
 CANCEL_POLL_SECONDS = 0.2
 YIELD_SECONDS = 0.02  # see _let_others_write
 DIED = "the executor process died while running the task"
