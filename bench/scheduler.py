@@ -14,6 +14,7 @@ import os
 import resource
 import statistics
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -34,6 +35,7 @@ QUERIES = [  # 40 small Spark SQL queries of a few shapes
     *(f"SELECT count(DISTINCT id % {i + 3}) AS d FROM range(30000)" for i in range(10)),
 ]
 WARMUP_PASSES = 6
+READERS = 4  # the executor's max_queue_readers and the thread pool's size
 
 
 def _broker(tmp: Path, name: str, runner: Any, readers: int) -> sbroker.Broker:
@@ -113,10 +115,54 @@ class _Clock:
 def _direct(spark: Any, clock: _Clock) -> tuple[float, float]:
     """(wall, CPU) seconds for the 40 queries from a thread pool of 4 on ``spark``."""
     wall, cpu = clock.read()
-    with ThreadPoolExecutor(4) as pool:
+    with ThreadPoolExecutor(READERS) as pool:
         list(pool.map(lambda q: spark.sql(q).collect(), QUERIES))
     wall_end, cpu_end = clock.read()
     return wall_end - wall, cpu_end - cpu
+
+
+class _Spans:
+    """A runner that runs tasks on ``runner`` and notes when each reader thread ran them."""
+
+    def __init__(self, runner: SparkRunner) -> None:
+        self.runner = runner
+        self.spans: list[tuple[int, float, float]] = []  # (thread, start, end)
+        self._lock = threading.Lock()
+
+    def run(self, task: Any, *, log_id: int, pool: str | None = None) -> Any:
+        start = time.perf_counter()
+        try:
+            return self.runner.run(task, log_id=log_id, pool=pool)
+        finally:
+            with self._lock:
+                self.spans.append((threading.get_ident(), start, time.perf_counter()))
+
+    def cancel(self, log_id: int) -> bool:
+        return self.runner.cancel(log_id)
+
+    def progress(self, log_id: int) -> Any:
+        return self.runner.progress(log_id)
+
+    def close(self) -> None:
+        self.runner.close()
+
+    def idle(self, start: float, end: float, readers: int) -> tuple[float, float]:
+        """Seconds each of ``readers`` readers waited, on average, between ``start`` and
+        ``end``: before its first task, and between or after its tasks.  A reader that ran
+        nothing waited the whole round."""
+        by_thread: dict[int, list[tuple[float, float]]] = {}
+        with self._lock:
+            spans, self.spans = self.spans, []
+        for thread, a, z in spans:
+            if a >= start and z <= end:
+                by_thread.setdefault(thread, []).append((a, z))
+        before = (readers - len(by_thread)) * (end - start)
+        later = 0.0
+        for runs in by_thread.values():
+            runs.sort()
+            before += runs[0][0] - start
+            later += (end - start) - (runs[0][0] - start) - sum(z - a for a, z in runs)
+        return before / readers, later / readers
 
 
 def _scheduled(s: Any, clock: _Clock) -> tuple[float, float]:
@@ -129,11 +175,19 @@ def _scheduled(s: Any, clock: _Clock) -> tuple[float, float]:
     return wall_end - wall, cpu_end - cpu
 
 
+def _scheduled_idle(s: Any, clock: _Clock, spans: _Spans) -> tuple[float, float, float, float]:
+    """``_scheduled`` and the readers' mean idle seconds before their first task and later."""
+    start = time.perf_counter()
+    wall, cpu = _scheduled(s, clock)
+    before, later = spans.idle(start, time.perf_counter(), READERS)
+    return wall, cpu, before, later
+
+
 @contextlib.contextmanager
-def _spark_scheduler(tmp: Path, name: str, runner: SparkRunner) -> Iterator[Any]:
+def _spark_scheduler(tmp: Path, name: str, runner: SparkRunner | _Spans) -> Iterator[Any]:
     """A scheduler of a fresh broker whose executor runs on ``runner``'s session; closing
     the broker leaves the session running for the next round."""
-    b = _broker(tmp, name, runner, 4)
+    b = _broker(tmp, name, runner, READERS)
     try:
         with b.scheduler(name) as s:
             yield s
@@ -156,10 +210,12 @@ def _warm_up(spark: Any, runner: SparkRunner, tmp: Path, clock: _Clock,
 
 
 Timings = list[tuple[float, float]]  # (wall, CPU) seconds per round
+# (wall, CPU, readers' mean idle before their first task, idle later) seconds per round
+Rounds = list[tuple[float, float, float, float]]
 
 
 def spark_ratio(tmp: Path, runs: int,
-                warmup: int = WARMUP_PASSES) -> tuple[Timings, Timings, Timings, list[float]]:
+                warmup: int = WARMUP_PASSES) -> tuple[Rounds, Rounds, Timings, list[float]]:
     """The 40 queries through the scheduler from cold (no executor reader running yet:
     activation ramps up one reader per monitor interval, as seed 001 says) and warm (the
     readers still running from the round before), and from a thread pool of 4.
@@ -167,22 +223,24 @@ def spark_ratio(tmp: Path, runs: int,
     Each run opens a fresh broker and goes thread pool, scheduler cold, scheduler warm,
     thread pool: the scheduler's rounds are compared with the mean of the two thread pool
     rounds around them, so that a drift of the machine or the JVM falls on both sides.
-    Returns per-run cold, warm and direct (the mean of the two) timings, and the warm-up
-    passes' wall times.
+    Returns per-run cold and warm rounds (with the readers' idle time: what activation's
+    ramp costs shows as idle before the first task), direct (the mean of the two) timings,
+    and the warm-up passes' wall times.
     """
     runner = SparkRunner(SparkConfig(master="local[2]"))
     spark = runner.session()
     clock = _Clock(spark)
-    cold: Timings = []
-    warm: Timings = []
+    spans = _Spans(runner)
+    cold: Rounds = []
+    warm: Rounds = []
     direct: Timings = []
     try:
         seen = _warm_up(spark, runner, tmp, clock, warmup)
         for run in range(runs):
             before = _direct(spark, clock)
-            with _spark_scheduler(tmp, f"spark{run}", runner) as s:
-                cold.append(_scheduled(s, clock))
-                warm.append(_scheduled(s, clock))
+            with _spark_scheduler(tmp, f"spark{run}", spans) as s:
+                cold.append(_scheduled_idle(s, clock, spans))
+                warm.append(_scheduled_idle(s, clock, spans))
             after = _direct(spark, clock)
             direct.append(((before[0] + after[0]) / 2, (before[1] + after[1]) / 2))
     finally:
@@ -230,15 +288,21 @@ def main() -> None:
             cold, warm, direct, warmup = spark_ratio(tmp, args.runs, args.warmup)
             console.print(f"  warm-up passes (thread pool, scheduler; s): "
                           f"{' '.join(f'{w:.2f}' for w in warmup)}", soft_wrap=True)
-            for label, timings in (("scheduler from cold", cold),
-                                   ("scheduler with readers running", warm),
-                                   ("from a thread pool of 4 (mean of 2 around)", direct)):
-                table.add_row(f"40 queries, {label}", _fmt([t[0] for t in timings], "s"), "")
-            for label, timings in (("cold", cold), ("warm", warm)):
+            for label, walls in (("scheduler from cold", [r[0] for r in cold]),
+                                 ("scheduler with readers running", [r[0] for r in warm]),
+                                 ("from a thread pool of 4 (mean of 2 around)",
+                                  [t[0] for t in direct])):
+                table.add_row(f"40 queries, {label}", _fmt(walls, "s"), "")
+            for label, rounds in (("cold", cold), ("warm", warm)):
                 for what, i in (("wall", 0), ("CPU, Python + JVM", 1)):
-                    ratios = [t[i] / d[i] for t, d in zip(timings, direct, strict=True)]
+                    ratios = [t[i] / d[i] for t, d in zip(rounds, direct, strict=True)]
                     table.add_row(f"ratio scheduler ({label}) / thread pool, {what}",
                                   _fmt(ratios, "x"), "<= 1.1" if i == 0 else "")
+            for label, rounds in (("cold", cold), ("warm", warm)):
+                table.add_row(f"a reader's idle before its first task ({label})",
+                              _fmt([r[2] * 1000 for r in rounds], "ms", 0), "")
+                table.add_row(f"a reader's idle between and after tasks ({label})",
+                              _fmt([r[3] * 1000 for r in rounds], "ms", 0), "")
     console.print(table)
 
 
