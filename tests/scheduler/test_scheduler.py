@@ -216,9 +216,7 @@ def test_results_taken_with_an_error_from_the_executor_come_first_then_the_error
 def test_an_activated_reader_waits_for_the_next_stage_as_seed_002s_does(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """Activation adds readers one per monitor_interval: a reader that waits 30 s for work
     (seed 002's WAITFOR ... TIMEOUT 30000) serves the next stage without a new ramp."""
-    from sbroker import FakeClock
-
-    clock = FakeClock()
+    clock = sbroker.FakeClock()
     b = sbroker.Broker.open(tmp_path / "idle.db", clock=clock, monitor_interval=5)
     b.install_executor(max_queue_readers=1, runner=StubRunner())
     svc = b._activation
