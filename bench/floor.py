@@ -151,9 +151,9 @@ def _message(template: tuple[object, ...], msn: int) -> tuple[object, ...]:
 
 def sbroker_w1_receive(path: Path, n: int) -> dict[str, float]:
     """Receive n messages one per transaction with the engine's statements, no engine."""
-    from sbroker.consumed import Sweeper
-    from sbroker.dialogs import _INSERT
-    from sbroker.transaction import _TAKE_NEXT
+    from sbroker.engine.dialogs import _INSERT
+    from sbroker.engine.transaction import _TAKE_NEXT
+    from sbroker.storage.sqlite.sweeper import Sweeper
 
     queue_id, templates = _sbroker_schema(path)
     conn = connect(path, "normal")
@@ -179,9 +179,9 @@ def sbroker_w1_receive(path: Path, n: int) -> dict[str, float]:
 def sbroker_w2(path: Path, n: int) -> dict[str, float]:
     """W2 with the engine's statements: executemany of 100 rows round-robin over the groups
     per transaction; then 100 of one group per transaction."""
-    from sbroker.consumed import Sweeper
-    from sbroker.dialogs import _INSERT
-    from sbroker.transaction import _FETCH
+    from sbroker.engine.dialogs import _INSERT
+    from sbroker.engine.transaction import _FETCH
+    from sbroker.storage.sqlite.sweeper import Sweeper
 
     _, templates = _sbroker_schema(path)
     conn = connect(path, "normal")

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import sbroker
-from sbroker.serve import run_serve
+from sbroker.cli.serve import run_serve
 from tests.network.proxy import FaultProxy, Faults
 
 SECRET = "bench secret"

@@ -25,7 +25,12 @@ from rich.console import Console
 from rich.table import Table
 
 import sbroker
-from sbroker.spark import PythonTask, SparkConfig, SparkRunner, SparkSQL
+from sbroker.apps.spark import (
+    PythonTask,
+    SparkConfig,
+    SparkRunner,
+    SparkSQL,
+)
 
 console = Console()
 QUERIES = [  # 40 small Spark SQL queries of a few shapes

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-from .activation import ActivationContext
-from .broker import Broker
-from .catalog import Activation
-from .clock import Clock, FakeClock, SystemClock
-from .conversation import State
-from .errors import (
+from sbroker.apps.scheduler import Scheduler
+from sbroker.apps.spark import (
+    PythonTask,
+    SparkConfig,
+    SparkSQL,
+    TaskCancelled,
+    TaskFailed,
+    TaskResult,
+)
+from sbroker.broker import Broker
+from sbroker.core.clock import Clock, FakeClock, SystemClock
+from sbroker.core.conversation import State
+from sbroker.core.errors import (
     BrokerError,
     CommitConflictError,
     ContractViolationError,
@@ -20,10 +27,17 @@ from .errors import (
     QueueDisabledError,
     TransactionStateError,
 )
-from .messages import DIALOG_TIMER, END_DIALOG, ERROR, Message, error_body, parse_error_body
-from .scheduler import Scheduler
-from .spark import PythonTask, SparkConfig, SparkSQL, TaskCancelled, TaskFailed, TaskResult
-from .transaction import Transaction
+from sbroker.core.messages import (
+    DIALOG_TIMER,
+    END_DIALOG,
+    ERROR,
+    Message,
+    error_body,
+    parse_error_body,
+)
+from sbroker.engine.catalog import Activation
+from sbroker.engine.transaction import Transaction
+from sbroker.services.activation import ActivationContext
 
 __all__ = [
     "DIALOG_TIMER",

@@ -11,20 +11,25 @@ from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import Any
 
-from . import catalog as cat_mod
-from . import dialogs, events
-from . import messages as m
-from .activation import ActivationService
-from .catalog import Activation, Catalog
-from .clock import SYSTEM_CLOCK, Clock
-from .consumed import live
-from .errors import InvalidArgumentError, NotFoundError
-from .hooks import EngineHooks
-from .notify import Notifier
-from .priority import ANY
-from .services.timers import TimerService
-from .storage import Database, parse_target, rows_as_dicts, write
-from .transaction import Transaction
+from sbroker.core import messages as m
+from sbroker.core.clock import SYSTEM_CLOCK, Clock
+from sbroker.core.errors import InvalidArgumentError, NotFoundError
+from sbroker.core.priority import ANY
+from sbroker.engine import catalog as cat_mod
+from sbroker.engine import dialogs, events
+from sbroker.engine.catalog import Activation, Catalog
+from sbroker.engine.hooks import EngineHooks
+from sbroker.engine.notify import Notifier
+from sbroker.engine.transaction import Transaction
+from sbroker.services.activation import ActivationService
+from sbroker.services.timers import TimerService
+from sbroker.storage.sqlite.connector import (
+    Database,
+    parse_target,
+    rows_as_dicts,
+    write,
+)
+from sbroker.storage.sqlite.sweeper import live
 
 SQL_VIEWS = (
     "conversation_endpoints", "conversation_groups", "transmission_queue", "service_queues",
@@ -62,7 +67,7 @@ class Broker:
         self._procedures: dict[str, Any] = {}
         self._activation = ActivationService(self)  # installs its hooks and dm_ views
         self._services.append(self._activation)
-        from .network.service import NetworkService  # listener + transmitter (SPEC §7)
+        from sbroker.services.network.service import NetworkService
 
         self.network = NetworkService(self)
         self._services.append(self.network)
@@ -378,8 +383,8 @@ class Broker:
         ``spark``: a ``sbroker.SparkConfig`` (local mode by default); ``runner``: run tasks with
         this Runner instead (tests use a StubRunner).
         """
-        from .scheduler import schema
-        from .scheduler.client import install_runner
+        from sbroker.apps.scheduler import schema
+        from sbroker.apps.scheduler.client import install_runner
 
         if isinstance(max_queue_readers, bool) or not isinstance(max_queue_readers, int) or (
                 max_queue_readers < 1):
@@ -391,7 +396,7 @@ class Broker:
     def scheduler(self, name: str | None = None, *, max_concurrency: int | None = None,
                   priority: int | None = None) -> Any:
         """A task scheduler (one dialog to the executor): ``with broker.scheduler() as s:``."""
-        from .scheduler import Scheduler
+        from sbroker.apps.scheduler import Scheduler
 
         return Scheduler(self, name, max_concurrency=max_concurrency, priority=priority)
 

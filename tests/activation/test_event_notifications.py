@@ -7,9 +7,14 @@ from collections.abc import Callable
 
 import pytest
 
-from sbroker import Broker, FakeClock, Message, QueueDisabledError
-from sbroker.events import SENDER, create_notification_target, parse_event_instance
-from sbroker.messages import EVENT_NOTIFICATION
+from sbroker import (
+    Broker,
+    FakeClock,
+    Message,
+    QueueDisabledError,
+)
+from sbroker.core.messages import EVENT_NOTIFICATION
+from sbroker.engine.events import SENDER, create_notification_target, parse_event_instance
 
 POST = "http://schemas.microsoft.com/SQL/Notifications/PostEventNotification"
 

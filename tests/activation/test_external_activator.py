@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from sbroker import Broker, FakeClock
-from sbroker.activation.external import ExternalActivator, run_activator, subscribe
+from sbroker.services.activation.external import ExternalActivator, run_activator, subscribe
 
 WORKER = """
 import os, sys, time

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from sbroker import Activation, Broker, FakeClock
-from sbroker.activation import ActivationContext
+from sbroker.services.activation import ActivationContext
 
 WAIT = 10.0  # real seconds a test waits for a background thread before failing
 

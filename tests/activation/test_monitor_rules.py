@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from sbroker.activation.monitor import (
+from sbroker.services.activation.monitor import (
     EXTERNAL,
     INACTIVE,
     NOTIFIED,

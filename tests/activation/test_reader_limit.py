@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from sbroker import Activation, Broker
-from sbroker.activation import ActivationContext
+from sbroker.services.activation import ActivationContext
 
 
 @pytest.fixture

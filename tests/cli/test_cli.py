@@ -9,7 +9,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from sbroker.cli import main
+from sbroker.cli.main import main
 
 
 def run(db: Path, *args: str, input: str | None = None) -> tuple[int, str, str]:

@@ -9,8 +9,8 @@ import threading
 from pathlib import Path
 
 import sbroker
-from sbroker.checkpoint import SAFETY_PAGES, Checkpointer
-from sbroker.writer import Writer
+from sbroker.storage.sqlite.checkpoint import SAFETY_PAGES, Checkpointer
+from sbroker.storage.sqlite.writer import Writer
 
 
 def _send(broker: sbroker.Broker, n: int) -> None:

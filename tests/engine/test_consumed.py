@@ -9,9 +9,9 @@ from pathlib import Path
 
 import sbroker
 from sbroker import Broker
-from sbroker.activation.service import _LOOK
-from sbroker.consumed import DENSE, SWEEP_COMMITS
-from sbroker.scheduler.executor import _READY_GROUPS
+from sbroker.apps.scheduler.executor import _READY_GROUPS
+from sbroker.services.activation.service import _LOOK
+from sbroker.storage.sqlite.sweeper import DENSE, SWEEP_COMMITS
 
 from .helpers import begin_and_send, bodies, send
 

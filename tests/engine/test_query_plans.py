@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import sbroker
-from sbroker.transaction import _CANDIDATE, _FETCH, _TAKE_NEXT
+from sbroker.engine.transaction import _CANDIDATE, _FETCH, _TAKE_NEXT
 
 
 def _plan(conn: sqlite3.Connection, sql: str, args: tuple[object, ...]) -> list[str]:

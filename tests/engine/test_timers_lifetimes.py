@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from sbroker import DIALOG_TIMER, ERROR, Broker, ConversationStateError, FakeClock
+from sbroker import (
+    DIALOG_TIMER,
+    ERROR,
+    Broker,
+    ConversationStateError,
+    FakeClock,
+)
 
 from .helpers import Background, Child, begin_and_send, bodies, make_pair, on_hook, table_counts
 

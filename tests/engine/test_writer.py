@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from sbroker import writer as writer_mod
-from sbroker.writer import Writer
+from sbroker.storage.sqlite import writer as writer_mod
+from sbroker.storage.sqlite.writer import Writer
 
 THREADS = 12
 ITEMS = 60

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import sbroker
-from sbroker.messages import Message
+from sbroker.core.messages import Message
 
 SECRET = "network tier secret"
 FAST: dict[str, Any] = {"retry_initial": 0.2, "retry_max": 2.0}  # quick retransmission

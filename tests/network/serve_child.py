@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 from sbroker import Broker
-from sbroker.serve import run_serve
+from sbroker.cli.serve import run_serve
 
 
 def ready(broker: Broker) -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import sbroker
-from sbroker import dialogs
-from sbroker.network import batch
+from sbroker.engine import dialogs
+from sbroker.services.network import batch
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import sbroker
-from sbroker import messages as m
+from sbroker.core import messages as m
 
 from .helpers import SECRET, endpoints, node, port, receive, route, tq, wait_for
 from .proxy import FaultProxy, Faults
@@ -89,7 +89,7 @@ def test_no_route_waits_then_goes(tmp_path: Path, nodes: list[sbroker.Broker]) -
 
 
 def m_no_route() -> str:
-    from sbroker.dialogs import STATUS_NO_ROUTE
+    from sbroker.engine.dialogs import STATUS_NO_ROUTE
 
     return STATUS_NO_ROUTE
 

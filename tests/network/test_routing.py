@@ -11,12 +11,12 @@ from uuid import UUID
 import pytest
 
 import sbroker
-from sbroker.catalog import Route
-from sbroker.clock import FakeClock
-from sbroker.dialogs import STATUS_NO_ROUTE
-from sbroker.network.routing import parse_tcp, resolve
-from sbroker.network.transmitter import Transmitter
+from sbroker.core.clock import FakeClock
+from sbroker.engine.catalog import Route
+from sbroker.engine.dialogs import STATUS_NO_ROUTE
 from sbroker.protocol import Message, MessageAcked
+from sbroker.services.network.routing import parse_tcp, resolve
+from sbroker.services.network.transmitter import Transmitter
 
 from .helpers import wait_for
 
@@ -114,7 +114,7 @@ def broker(tmp_path: Path, clock: FakeClock) -> Iterator[sbroker.Broker]:
 
 
 def _transmitter(b: sbroker.Broker, rec: Recorder, **kw: object) -> Transmitter:
-    from sbroker.network.config import ensure_schema
+    from sbroker.services.network.config import ensure_schema
 
     with b.db.connection() as conn:
         ensure_schema(conn)
@@ -154,7 +154,7 @@ def test_no_route_waits_in_words_then_goes_when_a_route_appears(
 
 def test_acknowledged_rows_are_deleted_and_a_closed_initiator_goes_with_its_last(
         broker: sbroker.Broker, monkeypatch: pytest.MonkeyPatch) -> None:
-    import sbroker.network.transmitter as transmitter_module
+    import sbroker.services.network.transmitter as transmitter_module
 
     monkeypatch.setattr(transmitter_module, "FORGET_DELAY", 0.0)
     broker.create_route("r", "SvcB", "tcp://127.0.0.1:4999")

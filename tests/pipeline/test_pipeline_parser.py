@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sbroker.pipeline import PipelineError, load_pipeline, parse_pipeline
-from sbroker.spark import PythonTask, SparkConfig, SparkSQL
+from sbroker.apps.pipeline import PipelineError, load_pipeline, parse_pipeline
+from sbroker.apps.spark import PythonTask, SparkConfig, SparkSQL
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "orders_pipeline.toml"
 

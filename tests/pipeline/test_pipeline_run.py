@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from sbroker.pipeline import (
+from sbroker.apps.pipeline import (
     LiveDisplay,
     LocalScheduler,
     PipelineRun,
@@ -24,7 +24,13 @@ from sbroker.pipeline import (
     run_command,
     run_pipeline,
 )
-from sbroker.spark import SparkProgress, SparkSQL, StubRunner, Task, TaskResult
+from sbroker.apps.spark import (
+    SparkProgress,
+    SparkSQL,
+    StubRunner,
+    Task,
+    TaskResult,
+)
 
 THREE_STAGES = """
 [pipeline]
@@ -291,7 +297,7 @@ def test_local_scheduler_cancel_wait_all_and_timeouts(stub: StubRunner) -> None:
             scheduler.synchronize(timeout=0.01)
         scheduler.cancel(queued)
         scheduler.cancel(running)
-        from sbroker.spark import TaskFailed
+        from sbroker.apps.spark import TaskFailed
 
         with pytest.raises(TaskFailed) as caught:
             scheduler.wait_all()

@@ -16,9 +16,9 @@ from sbroker import (
     Message,
     NotFoundError,
     Transaction,
-    poison,
 )
-from sbroker.poison import PoisonGuard, Policy
+from sbroker.apps import poison
+from sbroker.apps.poison import PoisonGuard, Policy
 
 WAIT = 10.0
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from sbroker import Broker
-from sbroker.priority import ANY, BrokerPriority, match_priority
+from sbroker.core.priority import ANY, BrokerPriority, match_priority
 
 CONTRACT, LOCAL, REMOTE = "C", "Local", "Remote"
 ORDER = [  # the seed's precedence table, most specific first

@@ -11,7 +11,7 @@ from uuid import UUID
 import pytest
 
 from sbroker.protocol import Message
-from sbroker.protocol.applier import Applier
+from sbroker.services.network.applier import Applier
 
 PEER, OTHER = UUID(int=1), UUID(int=2)
 WAIT = 20.0  # seconds; a bound that a working applier never reaches

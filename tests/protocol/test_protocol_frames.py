@@ -11,7 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sbroker.protocol import DialogKey, LocalProtocolError, ProtocolError, RemoteProtocolError
+from sbroker.protocol import (
+    DialogKey,
+    LocalProtocolError,
+    ProtocolError,
+    RemoteProtocolError,
+)
 from sbroker.protocol.errors import FramingError
 from sbroker.protocol.frames import (
     Accept,
@@ -31,7 +36,12 @@ from sbroker.protocol.frames import (
     decode_body,
     encode_body,
 )
-from sbroker.protocol.framing import HEADER_SIZE, MAC_SIZE, FrameDecoder, seal
+from sbroker.protocol.framing import (
+    HEADER_SIZE,
+    MAC_SIZE,
+    FrameDecoder,
+    seal,
+)
 
 KEY = b"k" * 32
 CONV = UUID(int=7)

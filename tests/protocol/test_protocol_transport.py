@@ -14,8 +14,14 @@ from uuid import UUID
 
 import pytest
 
-from sbroker.protocol import DialogConfig, DialogKey, LocalProtocolError, Message, MessageAcked
-from sbroker.protocol.transport import Address, BrokerTransport, TransportConfig
+from sbroker.protocol import (
+    DialogConfig,
+    DialogKey,
+    LocalProtocolError,
+    Message,
+    MessageAcked,
+)
+from sbroker.services.network.transport import Address, BrokerTransport, TransportConfig
 
 SECRET = b"transport secret"
 WAIT = 20.0

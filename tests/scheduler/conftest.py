@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 import sbroker
-from sbroker.scheduler import serve
-from sbroker.scheduler.executor import executor_state
-from sbroker.spark import StubRunner
+from sbroker.apps.scheduler import serve
+from sbroker.apps.scheduler.executor import executor_state
+from sbroker.apps.spark import StubRunner
 
 
 class Readers:

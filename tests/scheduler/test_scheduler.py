@@ -8,10 +8,15 @@ import time
 import pytest
 
 import sbroker
-from sbroker.scheduler import serve, serve_one
-from sbroker.scheduler.client import install_runner
-from sbroker.scheduler.executor import executor_state
-from sbroker.spark import PythonTask, SparkSQL, StubRunner, TaskFailed
+from sbroker.apps.scheduler import serve, serve_one
+from sbroker.apps.scheduler.client import install_runner
+from sbroker.apps.scheduler.executor import executor_state
+from sbroker.apps.spark import (
+    PythonTask,
+    SparkSQL,
+    StubRunner,
+    TaskFailed,
+)
 
 
 def test_install_creates_the_seed_objects_idempotently(executor: sbroker.Broker) -> None:
@@ -23,7 +28,7 @@ def test_install_creates_the_seed_objects_idempotently(executor: sbroker.Broker)
     assert {"ServiceAsyncInitiator", "ServiceAsyncTarget"} <= set(cat.services)
     target = cat.queues["QueueAsyncTarget"]
     assert target.activation_status and target.max_queue_readers == 3
-    assert target.activation_procedure == "sbroker.scheduler.executor:executor_procedure"
+    assert target.activation_procedure == "sbroker.apps.scheduler.executor:executor_procedure"
     assert executor.view("ExecutionLog") == [] and executor.view("ExecutionStatus") == []
 
 

@@ -40,7 +40,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """The shared local[2] session (built with the runner's own defaults)."""
-    from sbroker.spark import SparkConfig, create_session
+    from sbroker.apps.spark import SparkConfig, create_session
 
     session = create_session(SparkConfig(master="local[2]", app_name="sbroker-tests"))
     yield session

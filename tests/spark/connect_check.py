@@ -10,7 +10,13 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from sbroker.spark import PythonTask, SparkConfig, SparkRunner, SparkSQL, execute
+from sbroker.apps.spark import (
+    PythonTask,
+    SparkConfig,
+    SparkRunner,
+    SparkSQL,
+    execute,
+)
 
 LONG_QUERY = SparkSQL("SELECT count(*) FROM range(0, 50000000000, 1, 2)")
 

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 import pytest
 from rich.console import Console
 
-from sbroker.pipeline import local_scheduler, run_command
-from sbroker.spark import SparkRunner
+from sbroker.apps.pipeline import local_scheduler, run_command
+from sbroker.apps.spark import SparkRunner
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -9,7 +9,7 @@ from unittest import mock
 
 import pytest
 
-from sbroker.spark import (
+from sbroker.apps.spark import (
     PythonTask,
     SparkConfig,
     SparkProgress,
@@ -20,7 +20,7 @@ from sbroker.spark import (
     TaskError,
     execute,
 )
-from sbroker.spark.session import COUNTED_ROWS
+from sbroker.apps.spark.session import COUNTED_ROWS
 
 
 def _no_session(config: SparkConfig) -> Any:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from sbroker.spark import (
+from sbroker.apps.spark import (
     PythonTask,
     SparkProgress,
     SparkRunner,
@@ -57,7 +57,7 @@ def test_sql_commands_and_queries_run_and_report_their_results(
 
 def test_row_bounds_are_read_from_the_optimized_plan(spark: SparkSession,
                                                      tmp_path: Path) -> None:
-    from sbroker.spark.session import _row_bound
+    from sbroker.apps.spark.session import _row_bound
 
     assert _row_bound(spark.sql("SELECT sum(id) FROM range(100000)")) == 1
     assert _row_bound(spark.sql("SELECT id FROM range(2500)")) == 2500

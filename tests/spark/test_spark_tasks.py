@@ -10,8 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sbroker.errors import BrokerError
-from sbroker.spark import (
+from sbroker.apps.spark import (
     PythonTask,
     SparkConfig,
     SparkSQL,
@@ -24,6 +23,7 @@ from sbroker.spark import (
     task_from_json,
     task_to_json,
 )
+from sbroker.core.errors import BrokerError
 
 json_scalars = st.none() | st.booleans() | st.integers() | st.text() | st.floats(
     allow_nan=False, allow_infinity=False)

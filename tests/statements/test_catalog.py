@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 import sbroker
-from sbroker import Activation, Broker, DuplicateError, InvalidArgumentError, NotFoundError
+from sbroker import (
+    Activation,
+    Broker,
+    DuplicateError,
+    InvalidArgumentError,
+    NotFoundError,
+)
 
 
 def test_builtin_objects_exist_in_every_database(broker: Broker) -> None:

@@ -7,7 +7,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sbroker import ConversationStateError
-from sbroker.conversation import SENDABLE, TRANSITIONS, Effect, Event, State, transition
+from sbroker.core.conversation import (
+    SENDABLE,
+    TRANSITIONS,
+    Effect,
+    Event,
+    State,
+    transition,
+)
 
 
 @given(st.sampled_from(list(State)), st.sampled_from(list(Event)))

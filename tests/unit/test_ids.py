@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from sbroker import messages as m
+from sbroker.core import messages as m
 
 
 def test_ids_are_distinct_uppercase_version_4_uuids() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import threading
 
-from sbroker.clock import SystemClock
-from sbroker.notify import POLL_MAX_SECONDS, POLL_SECONDS, Notifier
+from sbroker.core.clock import SystemClock
+from sbroker.engine.notify import POLL_MAX_SECONDS, POLL_SECONDS, Notifier
 
 
 class _Versions:

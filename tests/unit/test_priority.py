@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from sbroker.priority import ANY, BrokerPriority, match_priority
+from sbroker.core.priority import ANY, BrokerPriority, match_priority
 
 ORDER = [  # most specific first, as seed 000 lists them
     ("C", "L", "R"), ("C", "L", ANY), ("C", ANY, "R"), ("C", ANY, ANY),

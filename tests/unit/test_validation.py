@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sbroker import InvalidArgumentError
-from sbroker.validation import make_validator, normalize
+from sbroker.core.validation import make_validator, normalize
 
 
 def check(validation: object, body: bytes) -> str | None:

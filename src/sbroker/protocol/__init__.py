@@ -8,14 +8,14 @@ reads a clock or draws randomness by itself: bytes, `now` and a `random.Random` 
 
 from __future__ import annotations
 
-from .dialog import DialogEngine
-from .errors import (
+from sbroker.protocol.dialog import DialogEngine
+from sbroker.protocol.errors import (
     FramingError,
     LocalProtocolError,
     ProtocolError,
     RemoteProtocolError,
 )
-from .events import (
+from sbroker.protocol.events import (
     AuthenticationFailed,
     ConnectionClosed,
     DialogEvent,
@@ -25,10 +25,15 @@ from .events import (
     MessageReceived,
     SessionEvent,
 )
-from .frames import DialogKey
-from .inbound import PartialMessage
-from .outbound import DialogConfig
-from .session import Phase, Session, SessionConfig, SessionStats
+from sbroker.protocol.frames import DialogKey
+from sbroker.protocol.inbound import PartialMessage
+from sbroker.protocol.outbound import DialogConfig
+from sbroker.protocol.session import (
+    Phase,
+    Session,
+    SessionConfig,
+    SessionStats,
+)
 
 __all__ = [
     "AuthenticationFailed",

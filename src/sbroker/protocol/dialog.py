@@ -11,10 +11,10 @@ import random
 from collections import deque
 from collections.abc import Callable
 
-from .events import DialogEvent, Message
-from .frames import Ack, DialogKey, Fragment
-from .inbound import Inbound, PartialMessage
-from .outbound import DialogConfig, Outbound
+from sbroker.protocol.events import DialogEvent, Message
+from sbroker.protocol.frames import Ack, DialogKey, Fragment
+from sbroker.protocol.inbound import Inbound, PartialMessage
+from sbroker.protocol.outbound import DialogConfig, Outbound
 
 __all__ = ["DialogEngine"]
 

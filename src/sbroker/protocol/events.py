@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import TypeAlias
 from uuid import UUID
 
-from .errors import LocalProtocolError
-from .frames import DialogKey, MessageHeader, dialog_key
+from sbroker.protocol.errors import LocalProtocolError
+from sbroker.protocol.frames import DialogKey, MessageHeader, dialog_key
 
 __all__ = [
     "AuthenticationFailed",

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, TypeAlias
 from uuid import UUID
 
-from .errors import LocalProtocolError, RemoteProtocolError
+from sbroker.protocol.errors import LocalProtocolError, RemoteProtocolError
 
 __all__ = [
     "NONCE_SIZE",

@@ -14,7 +14,7 @@ import struct
 import zlib
 from typing import NamedTuple
 
-from .errors import FramingError
+from sbroker.protocol.errors import FramingError
 
 __all__ = [
     "HEADER_SIZE",

@@ -12,10 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .errors import LocalProtocolError
-from .events import Message, MessageReceived
-from .frames import AckEntry, DialogKey, Fragment, MessageHeader
-from .outbound import DialogConfig
+from sbroker.protocol.errors import LocalProtocolError
+from sbroker.protocol.events import Message, MessageReceived
+from sbroker.protocol.frames import (
+    AckEntry,
+    DialogKey,
+    Fragment,
+    MessageHeader,
+)
+from sbroker.protocol.outbound import DialogConfig
 
 __all__ = ["Inbound", "PartialMessage"]
 

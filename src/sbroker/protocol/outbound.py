@@ -14,9 +14,14 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .errors import LocalProtocolError
-from .events import Message, MessageAcked
-from .frames import AckEntry, DialogKey, Fragment, MessageHeader
+from sbroker.protocol.errors import LocalProtocolError
+from sbroker.protocol.events import Message, MessageAcked
+from sbroker.protocol.frames import (
+    AckEntry,
+    DialogKey,
+    Fragment,
+    MessageHeader,
+)
 
 __all__ = ["DialogConfig", "Outbound"]
 

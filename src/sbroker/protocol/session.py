@@ -27,10 +27,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from uuid import UUID
 
-from .dialog import DialogEngine
-from .errors import LocalProtocolError, RemoteProtocolError
-from .events import AuthenticationFailed, ConnectionClosed, Established, SessionEvent
-from .frames import (
+from sbroker.protocol.dialog import DialogEngine
+from sbroker.protocol.errors import LocalProtocolError, RemoteProtocolError
+from sbroker.protocol.events import (
+    AuthenticationFailed,
+    ConnectionClosed,
+    Established,
+    SessionEvent,
+)
+from sbroker.protocol.frames import (
     NONCE_SIZE,
     Accept,
     Ack,
@@ -47,8 +52,14 @@ from .frames import (
     decode_body,
     encode_body,
 )
-from .framing import FrameDecoder, RawFrame, seal
-from .keys import HANDSHAKE_KEY, SessionKeys, derive_keys, prove, transcript
+from sbroker.protocol.framing import FrameDecoder, RawFrame, seal
+from sbroker.protocol.keys import (
+    HANDSHAKE_KEY,
+    SessionKeys,
+    derive_keys,
+    prove,
+    transcript,
+)
 
 __all__ = ["Phase", "Session", "SessionConfig", "SessionStats"]
 

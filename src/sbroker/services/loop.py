@@ -7,7 +7,7 @@ import logging
 import threading
 import time
 
-from ..clock import Clock
+from sbroker.core.clock import Clock
 
 log = logging.getLogger("sbroker.services")
 

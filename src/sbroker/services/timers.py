@@ -5,11 +5,11 @@ from __future__ import annotations
 import sqlite3
 from typing import TYPE_CHECKING
 
-from .. import dialogs
-from .loop import ClockLoop
+from sbroker.engine import dialogs
+from sbroker.services.loop import ClockLoop
 
 if TYPE_CHECKING:
-    from ..broker import Broker
+    from sbroker.broker import Broker
 
 
 

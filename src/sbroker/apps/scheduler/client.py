@@ -1,0 +1,220 @@
+"""``broker.scheduler()``: one dialog from the caller to the executor for all its tasks
+(GetScheduler on entry, ExecAsync, Synchronization, ReleaseScheduler on exit — seed 002)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import json
+import os
+import threading
+from collections import deque
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from sbroker.apps.scheduler import schema
+from sbroker.apps.scheduler.executor import recover_dead_tasks
+from sbroker.apps.spark import (
+    SparkProgress,
+    Task,
+    TaskFailed,
+    TaskResult,
+    as_task,
+    task_to_dict,
+)
+from sbroker.core import messages as m
+from sbroker.core.errors import BrokerError, InvalidArgumentError
+
+if TYPE_CHECKING:
+    from sbroker.broker import Broker
+
+RECOVERY_SECONDS = 5.0  # while waiting, look for tasks whose executor died this often
+_names = itertools.count(1)
+
+
+def _parse_time(text: str | None) -> dt.datetime | None:
+    return dt.datetime.fromisoformat(text) if text else None
+
+
+class Scheduler:
+    """A caller's scheduler; use as ``with broker.scheduler() as s:``."""
+
+    def __init__(self, broker: Broker, name: str | None = None, *,
+                 max_concurrency: int | None = None, priority: int | None = None) -> None:
+        if max_concurrency is not None and (
+            isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int)
+            or max_concurrency < 1
+        ):
+            raise InvalidArgumentError("max_concurrency must be an int >= 1 or None")
+        if priority is not None and (
+            isinstance(priority, bool) or not isinstance(priority, int) or not 1 <= priority <= 10
+        ):
+            raise InvalidArgumentError("priority must be an int from 1 to 10 or None")
+        if schema.TARGET_SERVICE not in broker.catalog.services:
+            raise BrokerError(
+                "the executor is not installed: call broker.install_executor() first"
+            )
+        self.broker = broker
+        self.name = name or f"scheduler-{os.getpid()}-{next(_names)}"
+        self.max_concurrency = max_concurrency
+        self.priority = priority or 5
+        self.handle: str | None = None
+        self._in_flight: set[int] = set()
+        self._buffer: deque[TaskResult] = deque()  # received, not yet returned
+        self._ended: str | None = None  # why the dialog ended under us, once it has
+        self._collected: list[TaskResult] = []
+        self._started: dict[int, dt.datetime] = {}
+        self._lock = threading.Lock()
+
+    # -- GetScheduler / ReleaseScheduler ---------------------------------------------------
+    def __enter__(self) -> Scheduler:
+        with self.broker.transaction() as tx:
+            self.handle = tx.begin_dialog(schema.INITIATOR_SERVICE, schema.TARGET_SERVICE,
+                                          schema.CONTRACT)
+            conversation = tx._endpoint(self.handle).conversation_id
+            tx.execute(
+                "INSERT INTO Schedulers(SchedulerHandle, ConversationId, Name, Priority,"
+                " CreatedTime) VALUES (?, ?, ?, ?, ?)",
+                (self.handle, conversation, self.name, self.priority,
+                 dt.datetime.now(dt.UTC).isoformat()),
+            )
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close(cancel=exc_type is not None)
+
+    def close(self, *, cancel: bool = False) -> None:
+        """Release the scheduler: cancel what is still queued (if asked) and end the dialog."""
+        if self.handle is None:
+            return
+        if cancel:
+            for log_id in list(self._in_flight):
+                self.cancel(log_id)
+        try:
+            with self.broker.transaction() as tx:
+                tx.end_conversation(self.handle)
+                tx.execute("DELETE FROM Schedulers WHERE SchedulerHandle = ?", (self.handle,))
+        except BrokerError:
+            pass  # ended already (e.g. by an administrator): nothing to release
+        self.handle = None
+
+    # -- ExecAsync ---------------------------------------------------------------------------
+    def exec_async(self, task: Task | str) -> int:
+        """Log the task in ExecutionLog and send it to the executor; returns its log id."""
+        handle = self._need_handle()
+        task = as_task(task)
+        while self.max_concurrency is not None and len(self._in_flight) >= self.max_concurrency:
+            self._buffer.extend(self._receive_done(None))  # the seed's semaphore
+        body = task_to_dict(task)
+        with self.broker.transaction() as tx:
+            cur = tx.execute(
+                "INSERT INTO ExecutionLog(CallerID, SchedulerHandle, Task, QueuedTime, Pool)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (f"{os.getpid()}:{threading.current_thread().name}", handle, json.dumps(body),
+                 dt.datetime.now(dt.UTC).isoformat(), self.name),
+            )
+            log_id = int(cur.lastrowid or 0)
+            tx.send(handle, schema.ASYNC_SENT,
+                    json.dumps({"log_id": log_id, "task": body, "pool": self.name}))
+        self._in_flight.add(log_id)
+        return log_id
+
+    # -- Synchronization ---------------------------------------------------------------------
+    def synchronize(self, timeout: float | None = None) -> TaskResult:
+        """Wait for one task to finish and return its result (``TimeoutError`` on timeout)."""
+        if not self._buffer:
+            if not self._in_flight:
+                raise BrokerError("synchronize() with no task in flight would wait forever")
+            self._buffer.extend(self._receive_done(timeout))
+        result = self._buffer.popleft()
+        self._collected.append(result)
+        return result
+
+    def wait_all(self) -> list[TaskResult]:
+        """Results of every task sent since the last ``wait_all``; ``TaskFailed`` if any failed."""
+        while self._buffer or self._in_flight:
+            self.synchronize()
+        results, self._collected = self._collected, []
+        if any(r.status != "succeeded" for r in results):
+            raise TaskFailed(results)
+        return results
+
+    def _receive_done(self, timeout: float | None) -> list[TaskResult]:
+        """Every AsyncDone waiting (at least one), taken in one transaction."""
+        if self._ended is not None:
+            raise BrokerError(f"the scheduler's dialog ended unexpectedly: {self._ended}")
+        handle = self._need_handle()
+        clock = self.broker.clock
+        deadline = None if timeout is None else clock.now() + timeout
+        while True:
+            wait = RECOVERY_SECONDS if deadline is None else min(
+                RECOVERY_SECONDS, max(0.0, deadline - clock.now()))
+            with self.broker.transaction() as tx:
+                msgs = tx.receive(schema.INITIATOR_QUEUE, conversation_handle=handle,
+                                  timeout=wait)
+                if any(msg.message_type_name in (m.END_DIALOG, m.ERROR) for msg in msgs):
+                    tx.end_conversation(handle)
+            results: list[TaskResult] = []
+            for msg in msgs:  # committed: now they are ours
+                if msg.message_type_name == schema.ASYNC_DONE:
+                    results.append(self._result(msg))
+                    continue
+                if msg.message_type_name in (m.END_DIALOG, m.ERROR):
+                    self.handle = None
+                self._ended = msg.error()[1] if msg.is_error else msg.message_type_name
+            if results:  # an unexpected message taken with them is raised on the next call
+                return results
+            if self._ended is not None:
+                raise BrokerError(f"the scheduler's dialog ended unexpectedly: {self._ended}")
+            if deadline is not None and clock.now() >= deadline:
+                raise TimeoutError(f"no task of {self.name} finished within {timeout} s")
+            recover_dead_tasks(self.broker)
+
+    def _result(self, msg: m.Message) -> TaskResult:
+        data = msg.json()
+        log_id = int(data["log_id"])
+        self._in_flight.discard(log_id)
+        start = _parse_time(data.get("start_time")) or dt.datetime.now(dt.UTC)
+        end = _parse_time(data.get("end_time")) or start
+        return TaskResult(log_id, data["status"], data.get("error"), start, end,
+                          data.get("value"))
+
+    # -- cancel and monitoring -----------------------------------------------------------------
+    def cancel(self, log_id: int) -> None:
+        """Cancel a queued or running task; its result comes back as ``cancelled``."""
+        with self.broker.transaction() as tx:
+            tx.execute(
+                "UPDATE ExecutionLog SET CancelRequested = 1"
+                " WHERE LogID = ? AND Status IN ('queued', 'running')", (log_id,),
+            )
+        state = getattr(self.broker, "_executor_state", None)
+        if state is not None:
+            state.runner.cancel(log_id)
+
+    def started_at(self, log_id: int) -> dt.datetime | None:
+        """When the task started running (None while queued)."""
+        with self.broker.db.connection() as conn:
+            row = conn.execute(
+                "SELECT StartTime, Status FROM ExecutionLog WHERE LogID = ?", (log_id,)
+            ).fetchone()
+        if row is None or row[1] == "queued":
+            return None
+        return _parse_time(row[0])
+
+    def progress(self, log_id: int) -> SparkProgress | None:
+        """Spark task progress of a running task, when this process runs it."""
+        state = getattr(self.broker, "_executor_state", None)
+        return None if state is None else state.runner.progress(log_id)
+
+    def _need_handle(self) -> str:
+        if self.handle is None:
+            raise BrokerError("the scheduler is not open: use it as `with broker.scheduler():`")
+        return self.handle
+
+
+def install_runner(broker: Broker, runner: Any) -> None:
+    """Use ``runner`` (e.g. a StubRunner) for this broker's executor instead of Spark."""
+    from sbroker.apps.scheduler.executor import ExecutorState
+
+    broker._executor_state = ExecutorState(runner)  # type: ignore[attr-defined]

@@ -1,0 +1,362 @@
+"""The executor: the activated procedure on QueueAsyncTarget that runs tasks (seed 002).
+
+Each reader takes one AsyncSent message and marks its ExecutionLog row running in one
+transaction (so the message is consumed exactly when the row says who runs it), runs the task
+outside any transaction, then records the outcome and sends AsyncDone in the transaction that
+takes its next task (alone when no task waits).  Readers pick the scheduler (conversation
+group) with the fewest tasks running here, then the one served least recently, then the
+oldest waiting message: a scheduler with a thousand queued tasks does not starve one with
+three.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from sbroker.apps.scheduler import schema
+from sbroker.apps.spark import (
+    Runner,
+    Task,
+    execute,
+    task_from_dict,
+    task_to_json,
+)
+from sbroker.core import messages as m
+from sbroker.storage.sqlite.sweeper import live
+
+if TYPE_CHECKING:
+    from sbroker.broker import Broker
+
+log = logging.getLogger("sbroker.executor")
+# A reader returns after the queue stayed empty this long.  Seed 002 waits 30 s for the same
+# reason: activation starts readers gradually (one per monitor_interval), so a reader kept for
+# the next stage spares that stage the ramp.  Stopping the broker ends the wait at once.
+IDLE_SECONDS = 30.0
+CANCEL_POLL_SECONDS = 0.2
+YIELD_SECONDS = 0.02  # see _let_others_write
+DIED = "the executor process died while running the task"
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat()
+
+
+@dataclass
+class ExecutorState:
+    """Per-broker executor state shared by its reader threads."""
+
+    runner: Runner
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    running: Counter[str] = field(default_factory=Counter)  # conversation group -> tasks
+    running_logs: dict[int, str] = field(default_factory=dict)  # log id -> group
+    priorities: dict[str, int] = field(default_factory=dict)  # conversation id -> priority
+    served: dict[str, int] = field(default_factory=dict)  # group -> when last served (a tick)
+    tick: int = 0
+    yielded: float = 0.0  # when a reader last let the writer's queue go first
+    watcher: threading.Thread | None = None
+
+
+def executor_state(broker: Broker) -> ExecutorState:
+    """The broker's executor state, creating a SparkRunner from the stored config if needed."""
+    state: ExecutorState | None = getattr(broker, "_executor_state", None)
+    if state is None:
+        from sbroker.apps.spark import SparkRunner
+
+        state = ExecutorState(SparkRunner(schema.load_spark_config(broker)))
+        broker._executor_state = state  # type: ignore[attr-defined]
+    return state
+
+
+def executor_procedure(ctx: Any) -> None:
+    """Activation procedure: serve tasks until the queue stays empty for IDLE_SECONDS."""
+    broker: Broker = ctx.broker
+    state = executor_state(broker)
+    recover_dead_tasks(broker)
+    worker = f"{os.getpid()}:{threading.current_thread().name}"
+    serve(broker, state, worker, wait=IDLE_SECONDS, stopping=getattr(ctx, "stopping", None))
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A task's outcome, waiting for the transaction that records it and sends AsyncDone."""
+
+    handle: str
+    log_id: int
+    status: str
+    value: Any
+    error: str | None
+    job_ids: list[int]
+    times: tuple[str, str] | None
+
+
+def serve(broker: Broker, state: ExecutorState, worker: str, *, wait: float,
+          stopping: threading.Event | None = None) -> int:
+    """Serve tasks until none came for ``wait`` seconds (or ``stopping`` is set); how many
+    messages were handled.
+
+    A task's outcome is recorded, and its AsyncDone sent, in the same transaction that takes
+    the next task and marks it running: one commit per task instead of two while there is
+    work.  When nothing is waiting, the outcome commits on its own at once.
+    """
+    outcome: Outcome | None = None
+    handled = 0
+    try:
+        while stopping is None or not stopping.is_set():
+            got = _take(broker, state, worker, outcome, wait=0.0 if outcome else wait)
+            carried, outcome = outcome, None
+            if got is None:
+                if carried is None:
+                    break
+                continue  # the outcome is recorded: now wait for work
+            handled += 1
+            msg, payload = got
+            if payload is not None:
+                outcome = _run(broker, state, msg, payload)
+    finally:
+        if outcome is not None:
+            with broker.transaction() as tx:
+                _finish(tx, outcome)
+    return handled
+
+
+def serve_one(broker: Broker, state: ExecutorState, worker: str, *, wait: float) -> bool:
+    """Receive and run one task (or handle one control message); False if none came."""
+    got = _take(broker, state, worker, None, wait=wait)
+    if got is None:
+        return False
+    msg, payload = got
+    if payload is not None:
+        outcome = _run(broker, state, msg, payload)
+        with broker.transaction() as tx:
+            _finish(tx, outcome)
+    return True
+
+
+# Unlocked groups of a queue with ready messages: (group, priority, order, conversation) of
+# each group's next message.  A skip scan over the groups that have messages (index
+# sb_messages_group), so it costs a few lookups per group, not a pass over every queued
+# message: a scheduler with thousands of tasks queued does not slow each take down.
+_READY_GROUPS = f"""
+WITH RECURSIVE g(id) AS (
+    SELECT (SELECT min(group_id) FROM sb_messages)
+    UNION ALL
+    SELECT (SELECT min(group_id) FROM sb_messages WHERE group_id > g.id)
+    FROM g WHERE g.id IS NOT NULL
+)
+SELECT g.id, m.priority, m.queuing_order, e.conversation_id
+FROM g JOIN sb_messages m ON m.queuing_order = (
+    SELECT queuing_order FROM sb_messages WHERE group_id = g.id AND status = 1
+        AND {live("sb_messages")}
+    ORDER BY priority DESC, conv_order, is_timer DESC, msn LIMIT 1)
+JOIN sb_endpoints e ON e.handle = m.handle
+WHERE g.id IS NOT NULL AND m.queue_id = (SELECT queue_id FROM sb_queues WHERE name = ?)
+    AND NOT EXISTS (SELECT 1 FROM sb_group_locks l WHERE l.group_id = g.id)
+"""
+
+
+def _fair_groups(tx: Any, state: ExecutorState) -> list[str]:
+    """The ready groups, best first (read in the taking transaction: when it holds the
+    writer, this costs no read snapshot of its own)."""
+    groups = [(str(g), int(p), int(o), str(c))
+              for g, p, o, c in tx.execute(_READY_GROUPS, (schema.TARGET_QUEUE,))]
+    unknown = {conv for _, _, _, conv in groups if conv not in state.priorities}
+    if unknown:
+        for conv, priority in tx.execute("SELECT ConversationId, Priority FROM Schedulers"):
+            state.priorities[conv] = int(priority)
+    with state.lock:
+        ranked = sorted(
+            groups,
+            key=lambda g: (-state.priorities.get(g[3], 5), -g[1], state.running[g[0]],
+                           state.served.get(g[0], 0), g[2]),
+        )
+    return [g[0] for g in ranked]
+
+
+def _take(broker: Broker, state: ExecutorState, worker: str, outcome: Outcome | None, *,
+          wait: float) -> tuple[m.Message, dict[str, Any] | None] | None:
+    """One transaction: record ``outcome`` (if any), then take the next message fairly and
+    mark its task running.  None when no message came (the outcome is recorded anyway)."""
+    got = None
+    if outcome is not None:
+        _let_others_write(broker, state)
+    with broker.transaction() as tx:
+        if outcome is not None:
+            _finish(tx, outcome)  # first: the writer is held, the reads below join it
+        for group in [*_fair_groups(tx, state), None]:
+            msgs = tx.receive(schema.TARGET_QUEUE, top=1, conversation_group_id=group)
+            if msgs:
+                got = _started(broker, tx, worker, msgs[0])
+                break
+    if got is None and wait > 0:
+        # Wait in a transaction of its own: the one above may hold group locks it took.
+        with broker.transaction() as tx:
+            msgs = tx.receive(schema.TARGET_QUEUE, top=1, timeout=wait)
+            got = _started(broker, tx, worker, msgs[0]) if msgs else None
+    if got is not None:
+        msg, payload = got
+        group = msg.conversation_group_id
+        with state.lock:
+            if payload is None:
+                if msg.message_type_name in (m.END_DIALOG, m.ERROR):
+                    state.served.pop(group, None)
+            else:  # counted as running from here: the next fair choice sees it
+                state.running[group] += 1
+                state.running_logs[int(payload["log_id"])] = group
+                state.tick += 1
+                state.served[group] = state.tick
+    return got
+
+
+def _let_others_write(broker: Broker, state: ExecutorState) -> None:
+    """Serve the writer's queue before holding the writer again: before every take while
+    several schedulers are being served, else at most every YIELD_SECONDS (each turn lets
+    the one scheduler take whatever few results are ready: a turn on every task doubled its
+    CPU per task, while its results are worth taking in batches).
+
+    The take below holds the writer for its whole transaction (its first statement is an
+    application write), and a reader serving a backlog comes back for it at once: without
+    this, a scheduler's RECEIVE or COMMIT queued in the writer (group commit) waits while
+    the readers hand the writer to each other (0.4-1 s for 3 tasks behind 1,000 in
+    bench.scheduler's fairness run).  An empty batch leads the queue: what is waiting runs
+    with it; when nothing waits it costs an empty batch (about 30 us).  It takes no lock,
+    so it is lazy: an open lazy transaction stays open.  (The engine's writer could do
+    this itself: ``acquire_exclusive`` does not wait for items queued in ``run``.)
+    """
+    now = time.monotonic()
+    with state.lock:
+        if len(state.served) < 2 and now - state.yielded < YIELD_SECONDS:
+            return
+        state.yielded = now
+    broker.db.writer.run(_nothing, durable=False, lazy=True)
+
+
+def _nothing(conn: Any) -> None:
+    return None
+
+
+def _started(broker: Broker, tx: Any, worker: str,
+             msg: m.Message) -> tuple[m.Message, dict[str, Any] | None]:
+    """Handle a received message inside its transaction: mark its task running (payload
+    returned), or end the dialog / cancel the task (None returned)."""
+    if msg.message_type_name in (m.END_DIALOG, m.ERROR):
+        tx.end_conversation(msg.conversation_handle)
+        return msg, None
+    payload: dict[str, Any] = msg.json()
+    log_id = int(payload["log_id"])
+    started = tx.execute(
+        "UPDATE ExecutionLog SET Status = 'running', StartTime = ?, Worker = ?,"
+        " WorkerSession = ?, TargetHandle = ? WHERE LogID = ? AND Status = 'queued'"
+        " AND CancelRequested = 0",
+        (_now(), worker, broker.session_id, msg.conversation_handle, log_id),
+    ).rowcount
+    if started:
+        return msg, payload
+    row = tx.execute("SELECT 1 FROM ExecutionLog WHERE LogID = ?", (log_id,)).fetchone()
+    why = "the task was removed" if row is None else "cancelled before it started"
+    _finish(tx, Outcome(msg.conversation_handle, log_id, "cancelled", None, why, [], None))
+    return msg, None
+
+
+def _run(broker: Broker, state: ExecutorState, msg: m.Message,
+         payload: dict[str, Any]) -> Outcome:
+    """Run the task outside any transaction; never raises for the task's own failure."""
+    log_id = int(payload["log_id"])
+    group = msg.conversation_group_id
+    _ensure_watcher(broker, state)
+    try:
+        task: Task = task_from_dict(payload["task"])
+        execution = execute(state.runner, task, log_id=log_id, pool=payload.get("pool"))
+        status, error, value = execution.status, execution.error, execution.value
+        job_ids = list(execution.spark_job_ids)
+        start, end = execution.start_time.isoformat(), execution.end_time.isoformat()
+    except Exception as exc:  # a broken message must still produce its AsyncDone
+        log.exception("task %s could not run", log_id)
+        status, error, value, job_ids, start, end = (
+            "failed", f"{type(exc).__name__}: {exc}", None, [], _now(), _now())
+    finally:
+        with state.lock:
+            state.running[group] -= 1
+            if state.running[group] <= 0:
+                del state.running[group]
+            state.running_logs.pop(log_id, None)
+    return Outcome(msg.conversation_handle, log_id, status, value, error, job_ids, (start, end))
+
+
+def _finish(tx: Any, outcome: Outcome) -> None:
+    """Record the outcome in ExecutionLog and send AsyncDone (in the caller's transaction)."""
+    start, end = outcome.times or (None, _now())
+    tx.execute(
+        "UPDATE ExecutionLog SET Status = ?, EndTime = ?, Error = ?, SparkJobIds = ?,"
+        " Value = ?, StartTime = COALESCE(StartTime, ?) WHERE LogID = ?",
+        (outcome.status, end, outcome.error, json.dumps(outcome.job_ids),
+         json.dumps(outcome.value), start or end, outcome.log_id),
+    )
+    tx.send(outcome.handle, schema.ASYNC_DONE, json.dumps({
+        "log_id": outcome.log_id, "status": outcome.status, "error": outcome.error,
+        "value": outcome.value, "start_time": start or end, "end_time": end,
+    }))
+
+
+def _ensure_watcher(broker: Broker, state: ExecutorState) -> None:
+    """A thread that passes cancel requests made by other processes to the runner."""
+    with state.lock:
+        if state.watcher is not None and state.watcher.is_alive():
+            return
+        state.watcher = threading.Thread(target=_watch_cancels, args=(broker, state),
+                                         name="sbroker-cancel-watcher", daemon=True)
+        state.watcher.start()
+
+
+def _watch_cancels(broker: Broker, state: ExecutorState) -> None:
+    stop = threading.Event()
+    done: set[int] = set()
+    while True:
+        with state.lock:
+            running = list(state.running_logs)
+        if not running:
+            return
+        marks = ",".join("?" * len(running))
+        try:
+            with broker.db.connection() as conn:
+                rows = conn.execute(
+                    f"SELECT LogID FROM ExecutionLog WHERE CancelRequested = 1"
+                    f" AND LogID IN ({marks})", running,
+                ).fetchall()
+        except Exception:  # the broker is closing
+            return
+        for (log_id,) in rows:
+            if log_id not in done:
+                done.add(log_id)
+                state.runner.cancel(log_id)
+        stop.wait(CANCEL_POLL_SECONDS)
+
+
+def recover_dead_tasks(broker: Broker) -> int:
+    """Report as failed the tasks whose executor process died; how many there were."""
+    with broker.db.connection() as conn:
+        broker.reap_dead_sessions(conn, force=True)
+        rows = conn.execute(
+            "SELECT LogID, TargetHandle FROM ExecutionLog WHERE Status = 'running'"
+            " AND WorkerSession NOT IN (SELECT session_id FROM sb_sessions)"
+        ).fetchall()
+    for log_id, handle in rows:
+        with broker.transaction() as tx:
+            still = tx.execute(
+                "SELECT 1 FROM ExecutionLog WHERE LogID = ? AND Status = 'running'", (log_id,)
+            ).fetchone()
+            if still and handle:
+                _finish(tx, Outcome(handle, log_id, "failed", None, DIED, [], None))
+    return len(rows)
+
+
+def describe(task: Task | str) -> str:
+    """The ExecutionLog ``Task`` text of a task."""
+    return task_to_json(task)

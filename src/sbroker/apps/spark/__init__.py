@@ -1,0 +1,75 @@
+"""The Spark-facing half of the task scheduler: task types, the runner interface, runners.
+
+Importing this package does not import pyspark; ``SparkRunner`` imports it when it first
+creates a session.
+"""
+
+from __future__ import annotations
+
+from sbroker.apps.spark.config import DEFAULT_CONF, SparkConfig
+from sbroker.apps.spark.runner import (
+    Execution,
+    Runner,
+    RunOutcome,
+    SparkProgress,
+    execute,
+    json_value,
+)
+from sbroker.apps.spark.session import (
+    LazySparkSession,
+    SparkRunner,
+    create_session,
+    job_tag,
+)
+from sbroker.apps.spark.stub import StubBehaviour, StubRunner
+from sbroker.apps.spark.tasks import (
+    PythonTask,
+    SparkSQL,
+    Task,
+    TaskCancelled,
+    TaskError,
+    TaskFailed,
+    TaskResult,
+    TaskStatus,
+    as_task,
+    describe_task,
+    one_line_error,
+    resolve_target,
+    task_from_dict,
+    task_from_json,
+    task_to_dict,
+    task_to_json,
+)
+
+__all__ = [
+    "DEFAULT_CONF",
+    "Execution",
+    "LazySparkSession",
+    "PythonTask",
+    "RunOutcome",
+    "Runner",
+    "SparkConfig",
+    "SparkProgress",
+    "SparkRunner",
+    "SparkSQL",
+    "StubBehaviour",
+    "StubRunner",
+    "Task",
+    "TaskCancelled",
+    "TaskError",
+    "TaskFailed",
+    "TaskResult",
+    "TaskStatus",
+    "as_task",
+    "create_session",
+    "describe_task",
+    "execute",
+    "job_tag",
+    "json_value",
+    "one_line_error",
+    "resolve_target",
+    "task_from_dict",
+    "task_from_json",
+    "task_to_dict",
+    "task_to_json",
+]

@@ -1,0 +1,47 @@
+"""``sbroker serve``: run a started broker (endpoint listener, transmitter, timers,
+activation) as a process until SIGINT or SIGTERM, then stop cleanly."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+from sbroker.broker import Broker
+
+
+def run_serve(
+    database: str | os.PathLike[str],
+    *,
+    ready: Callable[[Broker], None] | None = None,
+    stop_event: threading.Event | None = None,
+    **options: Any,
+) -> int:
+    """Open ``database`` (``Broker.open`` options), start it, serve until SIGINT/SIGTERM
+    (or ``stop_event``), stop and close it. ``ready(broker)`` runs once it is started.
+    Returns the process exit code (0)."""
+    stop = stop_event or threading.Event()
+    previous: dict[signal.Signals, Any] = {}
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    in_main = threading.current_thread() is threading.main_thread()
+    if in_main:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, on_signal)
+    broker = Broker.open(database, **options)
+    try:
+        broker.start()
+        if ready is not None:
+            ready(broker)
+        while not stop.wait(0.5):
+            pass
+    finally:
+        broker.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0

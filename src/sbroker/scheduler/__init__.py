@@ -1,8 +1,0 @@
-"""The asynchronous task scheduler of seed 002 on sbroker, running tasks on Spark."""
-
-from __future__ import annotations
-
-from .client import Scheduler
-from .executor import executor_procedure, recover_dead_tasks, serve, serve_one
-
-__all__ = ["Scheduler", "executor_procedure", "recover_dead_tasks", "serve", "serve_one"]

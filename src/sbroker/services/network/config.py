@@ -1,0 +1,235 @@
+"""The broker endpoint (SPEC §7): its options, stored in a table of its own (one row), and
+the network tables, created idempotently the first time an endpoint is configured."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from sbroker.core.errors import DuplicateError, InvalidArgumentError, NotFoundError
+from sbroker.storage.sqlite.connector import process_alive, write
+
+ENCRYPTION = ("required", "supported", "disabled")
+#: Extra keyword options of create_endpoint / alter_endpoint (protocol and transmitter tunables).
+TUNABLES: dict[str, type] = {
+    "fragment_size": int,  # bytes per fragment (default 32 KiB)
+    "retry_initial": float,  # first retransmission after this many seconds (2-3 s default)
+    "retry_max": float,  # backoff cap (60 s default)
+    "idle_timeout": float,  # close an idle connection after this many seconds (90 s)
+    "starvation_seconds": float,  # a waiting low-priority message goes first after this long
+    "max_in_flight": int,  # messages handed to the protocol core but not yet acknowledged
+}
+
+SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS sb_net_endpoint (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        options TEXT NOT NULL,
+        listening_port INTEGER,
+        owner_session INTEGER  -- the broker session (process) running the endpoint
+    )""",
+    # Messages this instance sends that belong to no local endpoint: forwarded ones, and the
+    # errors a refused first message gets back (unknown service, contract not supported).
+    """CREATE TABLE IF NOT EXISTS sb_net_outbox (
+        id INTEGER PRIMARY KEY,
+        conversation_id TEXT NOT NULL,
+        from_initiator INTEGER NOT NULL,
+        msn INTEGER NOT NULL,
+        from_service TEXT NOT NULL,
+        to_service TEXT NOT NULL,
+        contract TEXT NOT NULL,
+        message_type TEXT NOT NULL,
+        body BLOB NOT NULL,
+        priority INTEGER NOT NULL,
+        origin_instance TEXT,
+        target_instance TEXT,
+        expires_at REAL,
+        enqueued_at REAL NOT NULL,
+        transmission_status TEXT NOT NULL DEFAULT ''
+    )""",
+    # Receive state of dialog directions with no local endpoint: forwarded, or refused (kept
+    # for the anti-replay window so that the rest of a refused conversation is dropped).
+    """CREATE TABLE IF NOT EXISTS sb_net_inbound (
+        conversation_id TEXT NOT NULL,
+        from_initiator INTEGER NOT NULL,
+        next_seq INTEGER NOT NULL,
+        refused INTEGER NOT NULL DEFAULT 0,
+        delete_after REAL NOT NULL,
+        PRIMARY KEY (conversation_id, from_initiator)
+    ) WITHOUT ROWID""",
+)
+
+
+@dataclass(frozen=True)
+class EndpointConfig:
+    """The options of `broker.create_endpoint`."""
+
+    host: str = "127.0.0.1"
+    port: int = 4022
+    secret: str | None = None
+    certificate: str | None = None
+    private_key: str | None = None
+    ca: str | None = None
+    encryption: str = "required"
+    message_forwarding: bool = False
+    message_forward_size: int = 10  # megabytes held for forwarding at most
+    tunables: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.host, str) or not self.host:
+            raise InvalidArgumentError("endpoint host must be a non-empty string")
+        if isinstance(self.port, bool) or not isinstance(self.port, int) or not (
+            0 <= self.port < 65536
+        ):
+            raise InvalidArgumentError("endpoint port must be an int from 0 to 65535")
+        if self.encryption not in ENCRYPTION:
+            raise InvalidArgumentError(
+                f"encryption {self.encryption!r}: use 'required', 'supported' or 'disabled'"
+            )
+        certs = (self.certificate, self.private_key, self.ca)
+        if any(certs) and not all(certs):
+            raise InvalidArgumentError("certificate, private_key and ca go together")
+        for path in certs:
+            if path is not None and not Path(path).is_file():
+                raise InvalidArgumentError(f"endpoint certificate file {path!r} does not exist")
+        if self.secret is not None and not self.secret:
+            raise InvalidArgumentError("the endpoint secret must not be empty")
+        if not isinstance(self.message_forward_size, int) or self.message_forward_size < 1:
+            raise InvalidArgumentError("message_forward_size is a number of megabytes >= 1")
+        for name, value in self.tunables.items():
+            kind = TUNABLES.get(name)
+            if kind is None:
+                raise InvalidArgumentError(
+                    f"unknown endpoint option {name!r}: use {', '.join(sorted(TUNABLES))}"
+                )
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise InvalidArgumentError(f"endpoint option {name} must be a number > 0")
+
+    def check_startable(self) -> None:
+        """An endpoint with neither a secret nor certificates refuses to start."""
+        if self.secret is None and self.certificate is None:
+            raise InvalidArgumentError(
+                "the broker endpoint has neither a secret nor certificates: peers could not be "
+                "authenticated; use alter_endpoint(secret=...) or certificate/private_key/ca"
+            )
+
+    def tunable(self, name: str, default: float) -> float:
+        return float(self.tunables.get(name, default))
+
+
+def _options(raw: dict[str, Any]) -> EndpointConfig:
+    known = {f for f in EndpointConfig.__dataclass_fields__ if f != "tunables"}
+    base = {k: v for k, v in raw.items() if k in known}
+    tunables = {k: v for k, v in raw.items() if k not in known and k != "tunables"}
+    tunables.update(raw.get("tunables") or {})
+    secret = base.get("secret")
+    if isinstance(secret, bytes):
+        base["secret"] = secret.decode("utf-8", "surrogateescape")
+    for key in ("certificate", "private_key", "ca"):
+        if base.get(key) is not None:
+            base[key] = str(base[key])
+    return EndpointConfig(**base, tunables=tunables)
+
+
+def ensure_schema(conn: sqlite3.Connection) -> None:
+    with write(conn):
+        for statement in SCHEMA:
+            conn.execute(statement)
+
+
+def _has_table(conn: sqlite3.Connection) -> bool:
+    row = conn.execute(
+        "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'sb_net_endpoint'"
+    ).fetchone()
+    return row is not None
+
+
+def load(conn: sqlite3.Connection) -> EndpointConfig | None:
+    """The configured endpoint, or None."""
+    if not _has_table(conn):
+        return None
+    row = conn.execute("SELECT options FROM sb_net_endpoint WHERE id = 1").fetchone()
+    return None if row is None else _options(json.loads(row[0]))
+
+
+def _save(conn: sqlite3.Connection, cfg: EndpointConfig) -> None:
+    conn.execute(
+        "INSERT INTO sb_net_endpoint(id, options) VALUES (1, ?)"
+        " ON CONFLICT(id) DO UPDATE SET options = excluded.options",
+        (json.dumps(asdict(cfg)),),
+    )
+
+
+def create(conn: sqlite3.Connection, host: str, port: int, options: dict[str, Any]) -> None:
+    cfg = _options({"host": host, "port": port, **options})
+    ensure_schema(conn)
+    with write(conn):
+        if conn.execute("SELECT 1 FROM sb_net_endpoint").fetchone() is not None:
+            raise DuplicateError("the broker endpoint already exists: use alter_endpoint")
+        _save(conn, cfg)
+
+
+def alter(conn: sqlite3.Connection, options: dict[str, Any]) -> EndpointConfig:
+    with write(conn):
+        current = load(conn)
+        if current is None:
+            raise NotFoundError("there is no broker endpoint: use create_endpoint first")
+        raw = asdict(current)
+        tunables = dict(raw.pop("tunables"))
+        for key, value in options.items():
+            if key in raw:
+                raw[key] = value
+            else:
+                tunables[key] = value
+        cfg = _options({**raw, "tunables": tunables})
+        _save(conn, cfg)
+        return cfg
+
+
+def drop(conn: sqlite3.Connection) -> None:
+    with write(conn):
+        if load(conn) is None:
+            raise NotFoundError("there is no broker endpoint to drop")
+        conn.execute("DELETE FROM sb_net_endpoint")
+
+
+def set_listening_port(conn: sqlite3.Connection, port: int | None) -> None:
+    with write(conn):
+        conn.execute("UPDATE sb_net_endpoint SET listening_port = ?", (port,))
+
+
+def claim(conn: sqlite3.Connection, session_id: int) -> bool:
+    """Make this session the one that runs the endpoint, unless a live process already does
+    (one listener and one transmitter per database, however many processes open it)."""
+    with write(conn):
+        row = conn.execute("SELECT owner_session FROM sb_net_endpoint").fetchone()
+        owner = None if row is None else row[0]
+        if owner is not None and owner != session_id:
+            alive = conn.execute(
+                "SELECT pid, start_token, host FROM sb_sessions WHERE session_id = ?", (owner,)
+            ).fetchone()
+            if alive is not None and process_alive(*alive):
+                return False
+        conn.execute("UPDATE sb_net_endpoint SET owner_session = ?", (session_id,))
+        return True
+
+
+def release(conn: sqlite3.Connection, session_id: int) -> None:
+    with write(conn):
+        conn.execute(
+            "UPDATE sb_net_endpoint SET owner_session = NULL, listening_port = NULL"
+            " WHERE owner_session = ?", (session_id,))
+
+
+def listening_port(conn: sqlite3.Connection) -> int | None:
+    """The port the running endpoint listens on (useful with port=0), else None."""
+    if not _has_table(conn):
+        return None
+    row = conn.execute("SELECT listening_port FROM sb_net_endpoint").fetchone()
+    return None if row is None or row[0] is None else int(row[0])
+
+
+def with_port(cfg: EndpointConfig, port: int) -> EndpointConfig:
+    return replace(cfg, port=port)

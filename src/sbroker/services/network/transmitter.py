@@ -1,0 +1,420 @@
+"""The transmitter: hands rows of the transmission queue (and of the forwarding outbox) that a
+route sends elsewhere to the protocol core, and deletes them when the peer acknowledges.
+
+Order: with ``honor_broker_priority`` by priority, except that a message that has waited
+longer than ``starvation_seconds`` goes first; otherwise in send order. A row with no route
+waits with its ``transmission_status`` saying so, and goes as soon as a route appears (the
+catalog version is watched). Connection failures are written into ``transmission_status``.
+The core keeps what it was given until acknowledged (across reconnections); the durable
+queue is the truth after a restart, when every row is handed over again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple
+from uuid import UUID
+
+from sbroker.engine.dialogs import NEVER
+from sbroker.protocol import DialogKey, Message, MessageAcked
+from sbroker.services.network.routing import Address, Resolution, resolve
+
+if TYPE_CHECKING:
+    from sbroker.broker import Broker
+
+log = logging.getLogger("sbroker.network")
+FULL_SCAN_SECONDS = 1.0  # look at every waiting row this often (routes, lifetimes, reuse)
+POLL_SECONDS = 0.01  # how often to look for commits by other connections or processes
+CLEANUP_SECONDS = 30.0
+SCAN_BATCH = 2000  # rows handed over per pass: the first ones go while the rest are read
+SCAN_FIRST = 250  # rows handed over in a pass with nothing in flight
+FORGET_DELAY = 10.0  # seconds before a finished conversation leaves the protocol core
+NUDGE_SECONDS = 3.0  # no acknowledgement for this long while messages wait: nudge
+
+# Rows to hand over as one JSON value and their bodies as one blob (in the same order, with
+# each body's length in its JSON row): one step for a chunk instead of one per row, and no
+# hex to encode and decode.
+_TQ_JSON = (
+    "SELECT json_group_array(json_array('tq', t.tq_id, t.conversation_id, t.is_initiator, t.msn,"
+    " t.from_service, t.to_service, t.to_broker_instance, t.contract, t.message_type,"
+    " t.priority, t.enqueued_at, t.transmission_status, e.lifetime_expires,"
+    " e.far_broker_instance, length(CAST(t.body AS BLOB)))),"
+    " CAST(group_concat(t.body, x'') AS BLOB)"
+    " FROM sb_transmission_queue t CROSS JOIN sb_endpoints e ON e.handle = t.handle"
+)
+# Closed initiators (of the given handles, a JSON array) whose last message is acknowledged.
+_DELETE_CLOSED = (
+    "DELETE FROM sb_endpoints WHERE handle IN (SELECT value FROM json_each(?))"
+    " AND state = 'CD' AND is_initiator = 1 AND NOT EXISTS"
+    " (SELECT 1 FROM sb_transmission_queue t WHERE t.handle = sb_endpoints.handle)"
+    " RETURNING conversation_id"
+)
+_OUTBOX = (
+    "SELECT id, conversation_id, from_initiator, msn, from_service, to_service,"
+    " target_instance, contract, message_type, priority, enqueued_at, transmission_status,"
+    " expires_at, origin_instance, body FROM sb_net_outbox"
+)
+
+
+class _Row(NamedTuple):
+    kind: str  # "tq" or "out"
+    rid: int
+    conv: str
+    from_initiator: bool
+    msn: int
+    from_service: str
+    to_service: str
+    to_instance: str | None
+    contract: str
+    mtype: str
+    priority: int
+    enqueued_at: float
+    status: str
+    expires: float | None
+    origin: str | None
+    body: bytes
+
+
+def _split_bodies(rows: list[list[object]], blob: bytes) -> list[_Row]:
+    """Rows of `_TQ_JSON` (a body length last, in place of the body) with their bodies cut
+    from the joined blob."""
+    out: list[_Row] = []
+    make = _Row._make
+    pos = 0
+    for r in rows:
+        n = r[-1]
+        assert isinstance(n, int)
+        r[-1] = blob[pos : pos + n]
+        out.append(make(r))
+        pos += n
+    if pos != len(blob):
+        raise RuntimeError("transmission queue bodies do not add up to their lengths")
+    return out
+
+
+Send = Callable[[list[tuple[Message, Address, "UUID | None"]]], None]
+
+
+class Transmitter:
+    """A thread that feeds the protocol core from the durable queues."""
+
+    def __init__(self, broker: Broker, send: Send, *, starvation: float, max_in_flight: int,
+                 known: Callable[[], set[Address]] = set,
+                 honor: Callable[[], bool],
+                 neighbors: Callable[[], set[UUID]] = set,
+                 forget: Callable[[DialogKey], None] = lambda key: None) -> None:
+        self.broker = broker
+        self._send = send
+        self.starvation = starvation
+        self.max_in_flight = max_in_flight
+        self._honor = honor
+        self._neighbors = neighbors
+        self._known = known
+        self._forget = forget
+        self._forgets: list[tuple[float, DialogKey]] = []  # (monotonic deadline, key)
+        self._cond = threading.Condition()
+        self._acks: list[MessageAcked] = []
+        self._failures: dict[Address, str] = {}
+        self._wake = True
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        # (kind, rid) -> (key, seq, address); (key, seq) -> (kind, rid)
+        self._flight: dict[tuple[str, int], tuple[DialogKey, int, Address]] = {}
+        self._by_key: dict[tuple[DialogKey, int], tuple[str, int]] = {}
+        self._status: dict[tuple[str, int], str] = {}
+        self._last: dict[Address, tuple[Message, UUID | None]] = {}  # for nudges
+        self._last_ack = time.monotonic()
+        # Parsed ids by their text, kept across passes: one UUID object per conversation
+        # (and for this instance) also makes lookups keyed by them identity checks.
+        self._uuids: dict[str, UUID] = {}
+        self.sent = 0
+        self.acknowledged = 0
+
+    # -- called by the transport (loop thread) and the receiver ---------------------------
+    def acked(self, acks: list[MessageAcked]) -> None:
+        self._last_ack = time.monotonic()
+        with self._cond:
+            self._acks.extend(acks)
+            self._cond.notify_all()
+
+    def failed(self, address: Address, reason: str) -> None:
+        with self._cond:
+            self._failures[address] = reason
+            self._cond.notify_all()
+
+    def forget_later(self, conversation_id: str, *directions: bool) -> None:
+        """Drop the protocol core's state of a finished conversation after FORGET_DELAY (a
+        last acknowledgement still due goes first; a late duplicate is still recognised from
+        the database)."""
+        at = time.monotonic() + FORGET_DELAY
+        with self._cond:
+            self._forgets += [(at, DialogKey(UUID(conversation_id), d)) for d in directions]
+
+    def wake(self) -> None:
+        with self._cond:
+            self._wake = True
+            self._cond.notify_all()
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def start(self) -> None:
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="sbroker-transmitter",
+                                        daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def _run(self) -> None:
+        conn = self.broker.db._connect()
+        last_version = -1
+        last_full = 0.0
+        last_cleanup = time.monotonic()
+        watermark = 0
+        catalog_version = ""
+        try:
+            while True:
+                with self._cond:
+                    if not (self._acks or self._failures or self._wake or self._stopping):
+                        self._cond.wait(POLL_SECONDS)
+                    if self._stopping:
+                        return
+                    acks, self._acks = self._acks, []
+                    failures, self._failures = self._failures, {}
+                    woken, self._wake = self._wake, False
+                try:
+                    if acks:
+                        self._delete_acked(acks)
+                    if failures:
+                        self._record_failures(failures)
+                    version = conn.execute("PRAGMA data_version").fetchone()[0]
+                    now = time.monotonic()
+                    cat = self.broker._catalog_for(conn, max_age=0.05)
+                    full = now - last_full >= FULL_SCAN_SECONDS or cat.version != catalog_version
+                    if full or woken or version != last_version:
+                        last_version = version
+                        if full:
+                            last_full, catalog_version = now, cat.version
+                        watermark = self._scan(conn, 0 if full else watermark)
+                    if full and self._flight and now - self._last_ack >= NUDGE_SECONDS:
+                        self._nudge()
+                    if self._forgets and self._forgets[0][0] <= now:
+                        self._forget_due(now)
+                    if now - last_cleanup >= CLEANUP_SECONDS:
+                        last_cleanup = now
+                        self._cleanup()
+                except Exception:  # a failing pass must not kill the transmitter
+                    log.exception("transmitter pass failed")
+                    with self._cond:
+                        self._cond.wait(0.5)
+        finally:
+            conn.close()
+
+    # -- handing rows to the core -----------------------------------------------------------
+    def _scan(self, conn: sqlite3.Connection, watermark: int) -> int:
+        """Hand new rows over; returns the highest transmission-queue id seen."""
+        # Start small so that the first messages go while the next rows are read, then
+        # take more per pass as the pipeline fills.
+        room = min(SCAN_BATCH, max(SCAN_FIRST, 2 * len(self._flight)),
+                   self.max_in_flight - len(self._flight))
+        b = self.broker
+        cat = b._catalog_for(conn, max_age=0.05)
+        now = b.clock.now()
+        conn.execute("BEGIN")
+        try:
+            rows = self._candidates(conn, watermark, room)
+            top = max([watermark, *(r.rid for r in rows if r.kind == "tq")])
+            if self._honor():
+                limit = now - self.starvation
+                rows.sort(key=lambda r: (r.enqueued_at > limit, -r.priority, r.kind, r.rid))
+            else:
+                rows.sort(key=lambda r: (r.enqueued_at, r.kind, r.rid))
+            chosen: list[tuple[_Row, Address, str | None]] = []
+            statuses: list[tuple[str, int, str]] = []
+            skipped = top + 1  # rows left for lack of room are looked at again next time
+            me = cat.broker_instance
+            routes: dict[tuple[str, str | None], Resolution] = {}
+            for r in rows:
+                to_instance = r.to_instance
+                if r.kind == "tq" and to_instance is None and r.origin not in (None, me):
+                    to_instance = r.origin  # the far instance became known after the send
+                res = routes.get((r.to_service, to_instance))
+                if res is None:
+                    res = routes[(r.to_service, to_instance)] = resolve(
+                        cat.routes, me=me, local_services=cat.services,
+                        to_service=r.to_service, to_instance=to_instance, now=now)
+                if res.kind == "local":
+                    continue  # the engine's own (disabled queue, waiting redelivery)
+                if res.kind == "none" or res.address is None:
+                    if r.status != res.status:
+                        statuses.append((r.kind, r.rid, res.status))
+                    continue
+                if len(chosen) < room:
+                    chosen.append((r, res.address, res.target_instance))
+                elif r.kind == "tq":
+                    skipped = min(skipped, r.rid)
+            top = min(top, skipped - 1)
+        finally:
+            conn.execute("COMMIT")
+        if statuses:
+            self._write_statuses(statuses)
+        honor = self._honor()
+        neighbors = self._neighbors()
+        batch: list[tuple[Message, Address, UUID | None]] = []
+        uuids = self._uuids
+        if len(uuids) > 100_000:
+            uuids.clear()
+        me_id = uuids.get(me)
+        if me_id is None:
+            me_id = uuids[me] = UUID(me)
+        for r, address, target in chosen:
+            conv = uuids.get(r.conv)
+            if conv is None:
+                conv = uuids[r.conv] = UUID(r.conv)
+            msg = Message(
+                conv, bool(r.from_initiator), r.msn, r.mtype, bytes(r.body),
+                r.from_service, r.to_service, r.contract,
+                priority=r.priority if honor and 1 <= r.priority <= 10 else 5,
+                origin_instance=me_id if r.kind == "tq" else UUID(r.origin or me),
+                target_instance=UUID(target) if target else None,
+                expires_at=None if r.expires is None or r.expires >= NEVER else r.expires,
+            )
+            self._flight[(r.kind, r.rid)] = (msg.key, msg.seq, address)
+            self._by_key[(msg.key, msg.seq)] = (r.kind, r.rid)
+            # A reply to an instance that talks to us directly reuses its connection.
+            target_id = msg.target_instance
+            batch.append((msg, address, target_id if target_id in neighbors else None))
+            self._last[address] = (msg, batch[-1][2])
+        if batch:
+            self._send(batch)
+            self.sent += len(batch)
+        if len(chosen) == room and room > 0 and len(self._flight) < self.max_in_flight:
+            self.wake()  # more rows wait: take them in the next pass at once
+        return top
+
+    def _candidates(self, conn: sqlite3.Connection, watermark: int, room: int) -> list[_Row]:
+        """Rows not handed over yet: ids first (cheap), details for the new ones only."""
+        # One row holding every id (group_concat): stepping through thousands of rows would
+        # hand the GIL over at each step. The (handle, msn) index covers tq_id.
+        (text,) = conn.execute(
+            "SELECT group_concat(tq_id) FROM sb_transmission_queue INDEXED BY sb_tq_handle"
+            " WHERE tq_id > ?", (watermark,)).fetchone()
+        ids = sorted(int(x) for x in text.split(",")) if text else []
+        ids = [rid for rid in ids if ("tq", rid) not in self._flight]
+        if not self._honor():  # send order: the oldest rows not handed over are enough
+            ids = ids[: max(room, 1)]
+        rows: list[_Row] = []
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            marks = ",".join("?" * len(part))
+            text, blob = conn.execute(
+                f"{_TQ_JSON} WHERE t.tq_id IN ({marks})", part).fetchone()
+            rows += _split_bodies(json.loads(text), blob or b"")
+        rows += [row for row in (_Row("out", *r) for r in conn.execute(_OUTBOX))
+                 if ("out", row.rid) not in self._flight]
+        return rows
+
+    # -- acknowledgements and failures --------------------------------------------------------
+    def _delete_acked(self, acks: list[MessageAcked]) -> None:
+        tq: list[tuple[int]] = []
+        out: list[tuple[int]] = []
+        for a in acks:
+            ref = self._by_key.pop((a.key, a.seq), None)
+            if ref is None:
+                continue
+            self._flight.pop(ref, None)
+            self._status.pop(ref, None)
+            (tq if ref[0] == "tq" else out).append((ref[1],))
+        if not tq and not out:
+            return
+
+        def delete(conn: sqlite3.Connection) -> None:
+            handles: set[str] = set()
+            for part in range(0, len(tq), 500):
+                ids = [rid for (rid,) in tq[part : part + 500]]
+                marks = ",".join("?" * len(ids))
+                (text,) = conn.execute(
+                    "SELECT group_concat(DISTINCT handle) FROM sb_transmission_queue"
+                    f" WHERE tq_id IN ({marks})", ids).fetchone()
+                handles.update(text.split(",") if text else ())
+                conn.execute(f"DELETE FROM sb_transmission_queue WHERE tq_id IN ({marks})", ids)
+            conn.executemany("DELETE FROM sb_net_outbox WHERE id = ?", out)
+            # A closed initiator waited for its last message to be acknowledged.
+            if handles:
+                closed.extend(row[0] for row in conn.execute(_DELETE_CLOSED,
+                                                             (json.dumps(sorted(handles)),)))
+
+        closed: list[str] = []
+        self.broker.db.writer.run(delete, durable=False)
+        self.acknowledged += len(tq) + len(out)
+        for conversation_id in closed:
+            self.forget_later(conversation_id, True, False)
+
+    def _record_failures(self, failures: dict[Address, str]) -> None:
+        statuses = [
+            (ref[0], ref[1], failures[addr])
+            for ref, (_, _, addr) in self._flight.items()
+            if addr in failures and self._status.get(ref) != failures[addr]
+        ]
+        self._write_statuses(statuses)
+
+    def _write_statuses(self, statuses: list[tuple[str, int, str]]) -> None:
+        if not statuses:
+            return
+
+        def update(conn: sqlite3.Connection) -> None:
+            for kind, rid, text in statuses:
+                if kind == "tq":
+                    conn.execute("UPDATE sb_transmission_queue SET transmission_status = ?"
+                                 " WHERE tq_id = ?", (text, rid))
+                else:
+                    conn.execute("UPDATE sb_net_outbox SET transmission_status = ?"
+                                 " WHERE id = ?", (text, rid))
+
+        self.broker.db.writer.run(update, durable=False)
+        for kind, rid, text in statuses:
+            if (kind, rid) in self._flight:
+                self._status[(kind, rid)] = text
+
+    def _nudge(self) -> None:
+        """Hand the latest unacknowledged message of each address over again: a no-op for
+        the core, but it wakes the connection that carries it (a connection that won a
+        simultaneous dial can otherwise sit until its next keepalive)."""
+        known = self._known()  # addresses a connection was once established with
+        batch = [(msg, address, peer) for address, (msg, peer) in self._last.items()
+                 if (msg.key, msg.seq) in self._by_key and (peer is not None or address in known)]
+        if batch:
+            self._send(batch)
+        self._last_ack = time.monotonic()
+
+    def _forget_due(self, now: float) -> None:
+        with self._cond:
+            due = [key for at, key in self._forgets if at <= now]
+            self._forgets = [(at, key) for at, key in self._forgets if at > now]
+        for key in due:
+            self._forget(key)
+
+    def _cleanup(self) -> None:
+        """Drop rows whose endpoint is gone and expired refusal/forwarding state."""
+        now = self.broker.clock.now()
+
+        def clean(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "DELETE FROM sb_transmission_queue WHERE NOT EXISTS (SELECT 1 FROM sb_endpoints"
+                " e WHERE e.handle = sb_transmission_queue.handle)")
+            conn.execute("DELETE FROM sb_net_inbound WHERE delete_after <= ?", (now,))
+
+        self.broker.db.writer.run(clean, durable=False)
+
+    def in_flight(self) -> int:
+        return len(self._flight)

@@ -1,0 +1,1 @@
+"""Developer tools of the sbroker repository (not part of the package)."""

@@ -1,0 +1,177 @@
+"""The architecture check: prints sbroker's import graph by layer and fails on a broken rule.
+
+Rules (``../shared/DESIGN.md``):
+- each folder is a layer and imports only its own layer and the layers below it
+  (core < protocol < storage < engine < services < apps < cli < the root modules);
+- no import cycle crosses a folder, counting imports under ``TYPE_CHECKING`` and inside
+  functions;
+- only ``storage/sqlite/`` imports ``sqlite3``, only ``storage/postgres/`` imports psycopg;
+- no module is over MAX_LINES lines.
+
+Run: ``python -m tools.archcheck`` (``-q``: only the verdict and the violations).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "src" / "sbroker"
+LAYERS = ("core", "protocol", "storage", "engine", "services", "apps", "cli")
+ROOT_LAYER = len(LAYERS)  # sbroker/__init__.py, broker.py and the public re-export modules
+MAX_LINES = 600
+DRIVERS = {"sqlite3": "storage/sqlite", "psycopg": "storage/postgres",
+           "psycopg_pool": "storage/postgres"}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def layer_of(module: str) -> int:
+    parts = module.split(".")
+    if len(parts) > 2 or (len(parts) == 2 and parts[1] in LAYERS):
+        return LAYERS.index(parts[1]) if parts[1] in LAYERS else ROOT_LAYER
+    return ROOT_LAYER
+
+
+def folder_of(module: str, is_package: bool) -> str:
+    parts = module.split(".")
+    return "/".join(parts if is_package else parts[:-1])
+
+
+def imports(path: Path, module: str, is_package: bool) -> Iterator[tuple[str, int]]:
+    """(imported module or name, line) for every import in the file, wherever it stands."""
+    tree = ast.parse(path.read_text("utf-8"), str(path))
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                anchor = base[: len(base) - node.level + 1]
+                target = ".".join([*anchor, *([node.module] if node.module else [])])
+            else:
+                target = node.module or ""
+            yield target, node.lineno
+            for alias in node.names:  # "from pkg import module"
+                yield f"{target}.{alias.name}", node.lineno
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's algorithm, iterative."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    out: list[list[str]] = []
+    counter = 0
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            advanced = False
+            for child in children:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                    advanced = True
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    out.append(sorted(component))
+    return out
+
+
+def check(verbose: bool = True) -> list[str]:
+    files = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+    packages = {m for m, p in files.items() if p.name == "__init__.py"}
+    graph: dict[str, set[str]] = defaultdict(set)
+    problems: list[str] = []
+    for module, path in files.items():
+        graph[module]
+        rel = path.relative_to(PACKAGE.parent)
+        lines = len(path.read_text("utf-8").splitlines())
+        if lines > MAX_LINES:
+            problems.append(f"{rel}: {lines} lines (at most {MAX_LINES})")
+        for target, line in imports(path, module, module in packages):
+            top = target.split(".")[0]
+            if top in DRIVERS and not str(rel.parent).startswith(f"sbroker/{DRIVERS[top]}"):
+                problems.append(f"{rel}:{line}: imports {top} (only {DRIVERS[top]}/ may)")
+            if target not in files or target == module:
+                continue
+            graph[module].add(target)
+            if layer_of(target) > layer_of(module):
+                problems.append(
+                    f"{rel}:{line}: {module} ({_layer_name(layer_of(module))}) imports "
+                    f"{target} ({_layer_name(layer_of(target))}), a layer above it")
+    for component in strongly_connected(graph):
+        folders = {folder_of(m, m in packages) for m in component}
+        if len(folders) > 1:
+            problems.append("import cycle across folders: " + " -> ".join(component))
+    if verbose:
+        _print_graph(graph)
+    return problems
+
+
+def _layer_name(layer: int) -> str:
+    return LAYERS[layer] if layer < len(LAYERS) else "root"
+
+
+def _print_graph(graph: dict[str, set[str]]) -> None:
+    by_layer: dict[int, list[str]] = defaultdict(list)
+    for module in graph:
+        by_layer[layer_of(module)].append(module)
+    for layer in sorted(by_layer):
+        print(f"[{_layer_name(layer)}]")
+        for module in sorted(by_layer[layer]):
+            deps = sorted(d.removeprefix("sbroker.") for d in graph[module])
+            print(f"  {module.removeprefix('sbroker.')} -> {', '.join(deps) or '-'}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.archcheck", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-q", "--quiet", action="store_true", help="no graph, only the verdict")
+    args = parser.parse_args(argv)
+    problems = check(verbose=not args.quiet)
+    for problem in problems:
+        print(f"archcheck: {problem}", file=sys.stderr)
+    print(f"archcheck: {'FAILED, ' + str(len(problems)) + ' problem(s)' if problems else 'ok'}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
