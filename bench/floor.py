@@ -146,7 +146,7 @@ def _sbroker_schema(path: Path) -> tuple[int, list[tuple[object, ...]]]:
 def _message(template: tuple[object, ...], msn: int) -> tuple[object, ...]:
     queue_id, group, handle, conv_order, priority, service, contract = template
     return (queue_id, group, handle, conv_order, msn, 1, priority, 0, "DEFAULT", "N", BODY,
-            os.urandom(16).hex().upper(), service, contract)
+            os.urandom(16).hex().upper(), service, contract, time.time())
 
 
 def sbroker_w1_receive(path: Path, n: int) -> dict[str, float]:
@@ -168,7 +168,7 @@ def sbroker_w1_receive(path: Path, n: int) -> dict[str, float]:
             for _ in range(n):
                 conn.execute("BEGIN IMMEDIATE")
                 rows = conn.execute(_TAKE_NEXT, (queue_id, "me", 1)).fetchall()
-                sweeper.consume(conn, [(rows[0][2], rows[0][11])])
+                sweeper.consume(conn, [(rows[0][2], rows[0][11])], queue_id)
                 conn.execute("COMMIT")
 
         return {"receive": _rate(n, run)}
@@ -193,7 +193,7 @@ def sbroker_w2(path: Path, n: int) -> dict[str, float]:
 
     def take(g: int) -> int:
         rows = conn.execute(fetch, (templates[g][1], BATCH)).fetchall()
-        sweeper.consume(conn, [(r[2], r[11]) for r in rows])
+        sweeper.consume(conn, [(r[2], r[11]) for r in rows], templates[g][0])
         return len(rows)
 
     try:

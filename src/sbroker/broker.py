@@ -34,6 +34,7 @@ from sbroker.storage.sqlite.sweeper import live
 SQL_VIEWS = (
     "conversation_endpoints", "conversation_groups", "transmission_queue", "service_queues",
     "services", "contracts", "message_types", "routes", "conversation_priorities",
+    "dm_broker_queue_monitors", "dm_broker_activated_tasks", "queue_stats",
 )
 REAP_INTERVAL = 1.0
 CATALOG_MAX_AGE = 0.05  # seconds a statement trusts the catalog snapshot without a check
@@ -57,6 +58,10 @@ class Broker:
         self._catalog_ddl = 0  # this process's DDL count: a check that raced one is no check
         self._catalog_lock = threading.Lock()
         self._endpoint_cache: dict[str, tuple[Any, ...]] = {}
+        self._view_refreshers: dict[str, list[Any]] = {
+            name: [self._reap_for_views]
+            for name in ("dm_broker_queue_monitors", "dm_broker_activated_tasks", "queue_stats")
+        }
         self._last_reap = 0.0
         self.notifier = Notifier(clock, db._connect)
         self.session_id = db.register_session(clock.now())
@@ -134,8 +139,9 @@ class Broker:
         self.notifier.close()
         try:
             with self.db.connection() as conn, write(conn):
-                conn.execute("DELETE FROM sb_group_locks WHERE session_id = ?", (self.session_id,))
-                conn.execute("DELETE FROM sb_sessions WHERE session_id = ?", (self.session_id,))
+                for table in ("sb_group_locks", "sb_activated_tasks", "sb_queue_monitors",
+                              "sb_sessions"):
+                    conn.execute(f"DELETE FROM {table} WHERE session_id = ?", (self.session_id,))
         except sqlite3.Error:
             pass
         self.db.close()
@@ -325,7 +331,7 @@ class Broker:
             q = self._catalog_for(conn).queue(queue)
             rows = conn.execute(
                 "SELECT status, priority, queuing_order, group_id, handle, msn, service, contract,"
-                " message_type, validation, body, message_id FROM sb_messages"
+                " message_type, validation, body, message_id, enqueued_at FROM sb_messages"
                 f" WHERE queue_id = ? AND {live('sb_messages')}"
                 " ORDER BY priority DESC, queuing_order LIMIT ?",
                 (q.queue_id, -1 if top is None else top),
@@ -335,6 +341,8 @@ class Broker:
     def view(self, name: str) -> list[dict[str, Any]]:
         """A catalog or dynamic management view as a list of dicts."""
         if name in SQL_VIEWS:
+            for refresh in self._view_refreshers.get(name, ()):
+                refresh()
             with self.db.connection() as conn:
                 return rows_as_dicts(conn.execute(f"SELECT * FROM {name}"))
         provider = self._dm_views.get(name)
@@ -362,13 +370,13 @@ class Broker:
 
     @property
     def _dm_views(self) -> dict[str, Any]:
-        views: dict[str, Any] = {
-            "dm_broker_queue_monitors": lambda: [],
-            "dm_broker_activated_tasks": lambda: [],
-            "dm_broker_connections": lambda: [],
-        }
+        views: dict[str, Any] = {"dm_broker_connections": lambda: []}
         views.update(getattr(self, "_extra_views", {}))
         return views
+
+    def register_view_refresher(self, name: str, refresh: Any) -> None:
+        """Let a service bring a stored view up to date before it is read here."""
+        self._view_refreshers.setdefault(name, []).append(refresh)
 
     def register_view(self, name: str, provider: Any) -> None:
         """Let a service provide a dynamic view (a callable returning a list of dicts)."""
@@ -414,6 +422,11 @@ class Broker:
                 (q.queue_id,),
             ).fetchall()
         return [(str(g), int(p), int(o), str(c)) for g, p, o, c in rows]
+
+    def _reap_for_views(self) -> None:
+        """Views of processes' rows show live processes only."""
+        with self.db.connection() as conn:
+            self.reap_dead_sessions(conn, force=True)
 
     # -- engine callbacks -------------------------------------------------------------------
     def reap_dead_sessions(self, conn: sqlite3.Connection, *, force: bool = False) -> None:

@@ -198,7 +198,29 @@ def close_while_waiting(b: sbroker.Broker) -> None:
     say("outcome", outcome)
 
 
+def activate_hold(b: sbroker.Broker, queue: str) -> None:
+    """Start the broker with an activated procedure on ``queue`` that holds until killed;
+    send it a message; say ``running`` once the procedure runs and its rows are published."""
+    running = threading.Event()
+
+    def procedure(ctx: sbroker.ActivationContext) -> None:
+        running.set()
+        ctx.stopping.wait()
+
+    b.alter_queue(queue, activation=sbroker.Activation(procedure, max_queue_readers=1))
+    b.start()
+    with b.transaction() as tx:
+        tx.send(tx.begin_dialog("InitService", "TargetService"), body="work")
+    if not running.wait(60):
+        say("never-ran")
+        return
+    b.view("dm_broker_queue_monitors")  # publishes this process's monitor rows now
+    say("running", {"pid": os.getpid()})
+    order()
+
+
 COMMANDS = {
+    "activate-hold": activate_hold,
     "close-while-waiting": close_while_waiting,
     "send-n": lambda b, n: send_n(b, int(n)),
     "send-batches": lambda b, size: send_batches(b, int(size)),

@@ -102,9 +102,10 @@ def test_a_mark_needs_the_same_message_id(pair: Broker) -> None:
     begin_and_send(pair, "new", "taken")
     new, taken = pair.peek("TargetQueue")
     _marking(pair)
+    queue_id = pair.catalog.queue("TargetQueue").queue_id
     pair.db.writer.run(lambda conn: pair.db.sweeper.consume(
         conn, [(new.queuing_order, "not-" + new.message_id),
-               (taken.queuing_order, taken.message_id)]))
+               (taken.queuing_order, taken.message_id)], queue_id))
     assert _physical(pair) == (2, 1)  # one statement marks the rows: only the matching one
     assert _receive(pair) == ["new"]
 
@@ -138,12 +139,17 @@ def test_a_database_of_schema_2_gains_the_marks_on_open(db_path: Path) -> None:
         b.create_service("InitService", "InitQueue")
         b.create_service("TargetService", "TargetQueue", ["DEFAULT"])
         begin_and_send(b, "kept")
-    conn = sqlite3.connect(db_path)  # make it a file of the previous release
-    conn.executescript("DROP TRIGGER sb_messages_consumed_gone; DROP TABLE sb_consumed;"
-                       " PRAGMA user_version = 2;")
+    conn = sqlite3.connect(db_path)  # make it a file of schema 2: undo migrations 4 and 3
+    conn.executescript(
+        "DROP VIEW queue_stats; DROP VIEW dm_broker_queue_monitors;"
+        " DROP VIEW dm_broker_activated_tasks; DROP TABLE sb_queue_monitors;"
+        " DROP TABLE sb_activated_tasks; DROP TABLE sb_queue_counters;"
+        " ALTER TABLE sb_messages DROP COLUMN enqueued_at;"
+        " DROP TRIGGER sb_messages_consumed_gone; DROP TABLE sb_consumed;"
+        " PRAGMA user_version = 2;")
     conn.close()
     with sbroker.Broker.open(db_path) as b:
         assert _receive(_marking(b)) == ["kept"]
         assert _physical(b) == (1, 1)
         with b.db.connection() as conn:
-            assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
+            assert conn.execute("PRAGMA user_version").fetchone()[0] == 4

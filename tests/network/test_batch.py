@@ -50,7 +50,7 @@ def test_many_rows_per_insert_and_receive_seqs_in_one_update(
     monkeypatch.setattr(batch, "_ROWS_PER_INSERT", 3)  # 7 rows: statements of 3, 3 and 1
     ep = _endpoints(broker, 2)[1]
     rows = [(ep.queue_id, ep.group_id, ep.handle, ep.conv_order, i, 1, 5, 0, "DEFAULT", "N",
-             bytes([i]) * i, f"id-{i}", "S", "DEFAULT") for i in range(7)]
+             bytes([i]) * i, f"id-{i}", "S", "DEFAULT", 0.0) for i in range(7)]
     with broker.db.connection() as conn:
         batch.insert_messages(conn, rows)
         batch.set_receive_seqs(conn, {ep.handle: 7})

@@ -95,6 +95,7 @@ class Message:
     validation: str
     message_body: bytes
     message_id: str
+    message_enqueue_time: float = 0.0  # seconds since the epoch, on the broker's clock
 
     def text(self) -> str:
         """The body decoded as UTF-8."""

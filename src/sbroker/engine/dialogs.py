@@ -142,8 +142,8 @@ def _save_state(ctx: Context, ep: Endpoint) -> None:
 
 _INSERT = (
     "INSERT INTO sb_messages(queue_id, group_id, handle, conv_order, msn, status, priority,"
-    " is_timer, message_type, validation, body, message_id, service, contract)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " is_timer, message_type, validation, body, message_id, service, contract, enqueued_at)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
@@ -155,7 +155,8 @@ def _enqueue(
     validation = ctx.catalog.message_types[mtype].validation_code if (
         mtype in ctx.catalog.message_types) else "N"
     row = (ep.queue_id, ep.group_id, ep.handle, ep.conv_order, msn, status, ep.priority,
-           int(is_timer), mtype, validation, body, message_id, ep.service, ep.contract)
+           int(is_timer), mtype, validation, body, message_id, ep.service, ep.contract,
+           ctx.now)
     if defer:
         ctx.rows.append(row)
     else:
@@ -171,11 +172,25 @@ def delete_endpoint(ctx: Context, ep: Endpoint) -> None:
     ctx.conn.execute("DELETE FROM sb_endpoints WHERE handle = ?", (ep.handle,))
 
 
+# The queue's counters (sb_queue_counters) take the rows a delete removes: received ones
+# (retained, or marked in sb_consumed and not swept yet) and unreceived ready ones.
+_COUNT_LEAVING = (
+    "INSERT INTO sb_queue_counters(queue_id, received, removed)"
+    " SELECT ?, count(*) FILTER (WHERE status = 0 OR c.queuing_order IS NOT NULL),"
+    " count(*) FILTER (WHERE status = 1 AND c.queuing_order IS NULL) FROM sb_messages m"
+    " LEFT JOIN sb_consumed c ON c.queuing_order = m.queuing_order"
+    " WHERE m.group_id = ? AND m.handle = ? AND m.status IN (0, 1)"
+    " ON CONFLICT(queue_id) DO UPDATE SET received = received + excluded.received,"
+    " removed = removed + excluded.removed"
+)
+
+
 def _delete_messages(ctx: Context, ep: Endpoint) -> None:
-    """Delete the conversation's rows from its queue (found through the group index)."""
-    ctx.conn.execute(
-        "DELETE FROM sb_messages WHERE group_id = ? AND handle = ?", (ep.group_id, ep.handle)
-    )
+    """Delete the conversation's rows from its queue (found through the group index),
+    counting them first."""
+    key = (ep.group_id, ep.handle)
+    ctx.conn.execute(_COUNT_LEAVING, (ep.queue_id, *key))
+    ctx.conn.execute("DELETE FROM sb_messages WHERE group_id = ? AND handle = ?", key)
 
 
 def _is_local(ctx: Context, ep: Endpoint) -> bool:
@@ -327,7 +342,7 @@ def send_user_message(ctx: Context, handle: str, mtype: str, body: bytes) -> Non
             queue_id, group_id, peer, conv_order, priority, service, contract = fast.peer
             ctx.rows.append((
                 queue_id, group_id, peer, conv_order, fast.seq, 1, priority, 0, mtype,
-                mt.validation_code, body, m.new_id(), service, contract,
+                mt.validation_code, body, m.new_id(), service, contract, ctx.now,
             ))
             fast.seq += 1
             ctx.ready_queues.add(queue_id)

@@ -64,7 +64,7 @@ _CANDIDATE = (
 )
 _FETCH = (
     "SELECT status, priority, queuing_order, group_id, handle, msn, service, contract,"
-    " message_type, validation, body, message_id FROM sb_messages"
+    " message_type, validation, body, message_id, enqueued_at FROM sb_messages"
     " WHERE group_id = ? AND status = 1{extra}"
     f" AND {live('sb_messages')}"
     " ORDER BY priority DESC, conv_order, is_timer DESC, msn LIMIT ?"
@@ -703,6 +703,9 @@ class Transaction:
                 # (a commit that only receives uses no catalog).
                 ctx.catalog = self._broker._catalog_for(conn)
                 self._recheck_sends(ctx.catalog)
+            # Received rows first: a conversation this transaction also ends then counts
+            # them as received, not removed unreceived.
+            self._finish_receives(conn)
             if sent:
                 dialogs.prefetch_senders(ctx, sent)
             send = dialogs.send_user_message
@@ -715,7 +718,6 @@ class Transaction:
                     dialogs.flush(ctx)
                     self._apply(ctx, op)
             dialogs.flush(ctx)
-            self._finish_receives(conn)
 
         try:
             if self._held:
@@ -758,12 +760,15 @@ class Transaction:
 
     def _finish_receives(self, conn: sqlite3.Connection) -> None:
         if self._received:
-            taken: list[tuple[int, str]] = []
+            taken: dict[int, list[tuple[int, str]]] = {}
             kept: list[tuple[int, str]] = []
-            for qo, (_, keep, mid) in self._received.items():
-                (kept if keep else taken).append((qo, mid))
-            if taken:
-                self._broker.db.sweeper.consume(conn, taken)
+            for qo, (queue_id, keep, mid) in self._received.items():
+                if keep:
+                    kept.append((qo, mid))
+                else:
+                    taken.setdefault(queue_id, []).append((qo, mid))
+            for queue_id, rows in taken.items():
+                self._broker.db.sweeper.consume(conn, rows, queue_id)
             if kept:
                 conn.executemany(
                     "UPDATE sb_messages SET status = 0 WHERE queuing_order = ? AND message_id = ?",

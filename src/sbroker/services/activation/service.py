@@ -38,6 +38,24 @@ if TYPE_CHECKING:
 log = logging.getLogger("sbroker.activation")
 CROSS_PROCESS_POLL = 0.02  # seconds between checks for commits by other processes
 STOP_TIMEOUT = 10.0  # how long broker.stop() waits for activated procedures to return
+PUBLISH_SECONDS = 0.5  # monitor rows reach the database at most this often (views: at once)
+
+_TASK_ROW = (
+    "INSERT OR REPLACE INTO sb_activated_tasks(session_id, task_id, queue_id, procedure_name,"
+    " started_at, thread_name) VALUES (?, ?, ?, ?, ?, ?)"
+)
+_TASK_GONE = "DELETE FROM sb_activated_tasks WHERE session_id = ? AND task_id = ?"
+_MONITOR_ROW = (
+    "INSERT OR REPLACE INTO sb_queue_monitors(session_id, queue_id, activation_kind, state,"
+    " last_empty_rowset_time, last_activated_time, tasks_waiting, tasks_running,"
+    " tasks_started, tasks_failed, notifications_sent, last_error)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_MONITORS_GONE = "DELETE FROM sb_queue_monitors WHERE session_id = ?"
+_MONITOR_GONE = "DELETE FROM sb_queue_monitors WHERE session_id = ? AND queue_id = ?"
+_MONITOR_FIELDS = ("queue_id", "activation_kind", "state", "last_empty_rowset_time",
+                   "last_activated_time", "tasks_waiting", "tasks_running", "tasks_started",
+                   "tasks_failed", "notifications_sent", "last_error")
 
 _LOOK = (  # (any ready message, any ready message in a group no transaction holds)
     "SELECT EXISTS (SELECT 1 FROM sb_messages m WHERE m.queue_id = ?1 AND m.status = 1"
@@ -104,9 +122,11 @@ class ActivationService(ClockLoop):
         self._next_due = 0.0
         self._poll_conn: sqlite3.Connection | None = None
         self._data_version: int | None = None
+        self._published: dict[int, tuple[Any, ...]] = {}  # queue -> the row in the database
+        self._published_at = 0.0
+        self._publish_lock = threading.Lock()
         broker.hooks = _Hooks(self)
-        broker.register_view("dm_broker_queue_monitors", self.monitors_view)
-        broker.register_view("dm_broker_activated_tasks", self.tasks_view)
+        broker.register_view_refresher("dm_broker_queue_monitors", self.publish)
 
     # -- facts ------------------------------------------------------------------------------
     def monitor(self, queue_id: int) -> Monitor:
@@ -158,22 +178,47 @@ class ActivationService(ClockLoop):
         with self.lock:
             return sum(1 for t in self._tasks.values() if queue in (None, t.queue_name))
 
-    # -- views ------------------------------------------------------------------------------
-    def monitors_view(self) -> list[dict[str, Any]]:
-        if not self.running:
-            return []
+    # -- views (kept in the database: instance-wide, as SQL Server's DMVs) --------------------
+    def publish(self, *, force: bool = True) -> None:
+        """Write this process's monitor rows where they changed (``force=False``: at most
+        every PUBLISH_SECONDS; the views call it with force, so they are exact here)."""
         with self.lock:
-            return [self._monitors[q].row() for q in sorted(self._monitored)
-                    if q in self._monitors]
+            if self.running:
+                rows = {q: tuple(self._monitors[q].row()[k] for k in _MONITOR_FIELDS)
+                        for q in sorted(self._monitored) if q in self._monitors}
+            else:
+                rows = {}
+        with self._publish_lock:
+            if rows == self._published:
+                return
+            now = time.monotonic()
+            if not force and now - self._published_at < PUBLISH_SECONDS:
+                return
+            session = self.broker.session_id
+            gone = [q for q in self._published if q not in rows]
+            changed = [(session, *row) for q, row in rows.items()
+                       if self._published.get(q) != row]
 
-    def tasks_view(self) -> list[dict[str, Any]]:
-        with self.lock:
-            return [
-                {"task_id": t.task_id, "queue_id": t.queue_id, "queue_name": t.queue_name,
-                 "procedure_name": t.procedure_name, "started_at": t.started_at,
-                 "thread_name": t.thread.name if t.thread else None}
-                for t in sorted(self._tasks.values(), key=lambda t: t.task_id)
-            ]
+            def write(conn: sqlite3.Connection) -> None:
+                if not rows:
+                    conn.execute(_MONITORS_GONE, (session,))
+                    return
+                conn.executemany(_MONITOR_GONE, [(session, q) for q in gone])
+                conn.executemany(_MONITOR_ROW, changed)
+
+            self.broker.db.writer.run(write, durable=False)
+            self._published = rows
+            self._published_at = now
+
+    def _publish_task(self, task: _Task, *, running: bool) -> None:
+        session = self.broker.session_id
+        if running:
+            row = (session, task.task_id, task.queue_id, task.procedure_name, task.started_at,
+                   task.thread.name if task.thread else None)
+            self.broker.db.writer.run(lambda conn: conn.execute(_TASK_ROW, row), durable=False)
+        else:
+            self.broker.db.writer.run(
+                lambda conn: conn.execute(_TASK_GONE, (session, task.task_id)), durable=False)
 
     # -- lifecycle --------------------------------------------------------------------------
     def start(self) -> None:
@@ -206,6 +251,7 @@ class ActivationService(ClockLoop):
             self.broker.db.release(self._poll_conn)
             self._poll_conn = None
             self._data_version = None
+        self.publish()  # no monitor rows while stopped
 
     # -- the monitor pass ---------------------------------------------------------------------
     def _changed_elsewhere(self) -> bool:
@@ -227,6 +273,7 @@ class ActivationService(ClockLoop):
             return min(self._next_due, now + CROSS_PROCESS_POLL) if poll else self._next_due
         self._dirty = False
         self._next_due = self.evaluate(now)
+        self.publish(force=False)
         return min(self._next_due, now + CROSS_PROCESS_POLL) if poll else self._next_due
 
     def evaluate(self, now: float) -> float:
@@ -309,6 +356,7 @@ class ActivationService(ClockLoop):
         task.thread = thread
         log.info("activating procedure", extra={
             "queue": task.queue_name, "task_id": task.task_id, "procedure": task.procedure_name})
+        self._publish_task(task, running=True)
         thread.start()
 
     def _run_task(self, task: _Task) -> None:
@@ -323,6 +371,10 @@ class ActivationService(ClockLoop):
                 "queue": task.queue_name, "task_id": task.task_id,
                 "procedure": task.procedure_name})
         finally:
+            try:
+                self._publish_task(task, running=False)
+            except Exception:  # the broker is closing under it: the close drops the rows
+                log.debug("could not remove activated task row", exc_info=True)
             with self.lock:
                 self._tasks.pop(task.task_id, None)
                 mon = self.monitor(task.queue_id)

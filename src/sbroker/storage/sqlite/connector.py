@@ -21,7 +21,7 @@ from sbroker.storage.sqlite.sweeper import Sweeper
 from sbroker.storage.sqlite.writer import Writer
 
 APPLICATION_ID = 0x53425231  # "SBR1": marks a file as an sbroker database
-MIGRATIONS = ("0001_initial.sql", "0002_views.sql", "0003_consumed.sql")
+MIGRATIONS = ("0001_initial.sql", "0002_views.sql", "0003_consumed.sql", "0004_operations.sql")
 DURABILITY = {"full": "FULL", "normal": "NORMAL", "off": "OFF"}
 BUSY_TIMEOUT_MS = 60_000
 
@@ -254,8 +254,9 @@ class Database:
             return 0
         marks = ",".join("?" * len(dead))
         with write(conn):
-            conn.execute(f"DELETE FROM sb_group_locks WHERE session_id IN ({marks})", dead)
-            conn.execute(f"DELETE FROM sb_sessions WHERE session_id IN ({marks})", dead)
+            for table in ("sb_group_locks", "sb_activated_tasks", "sb_queue_monitors",
+                          "sb_sessions"):
+                conn.execute(f"DELETE FROM {table} WHERE session_id IN ({marks})", dead)
         return len(dead)
 
 

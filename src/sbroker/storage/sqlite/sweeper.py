@@ -49,6 +49,16 @@ _MARK = (  # many rows in one statement: {"queuing_order": "message_id", ...}
     " ON m.queuing_order = CAST(j.key AS INTEGER) AND m.message_id = j.value"
 )
 _SWEEP = "DELETE FROM sb_messages WHERE queuing_order IN (SELECT queuing_order FROM sb_consumed)"
+_COUNT = (  # received rows leaving sb_messages, per queue (see 0004_operations.sql)
+    "INSERT INTO sb_queue_counters(queue_id, received) VALUES (?, ?)"
+    " ON CONFLICT(queue_id) DO UPDATE SET received = received + excluded.received"
+)
+_COUNT_SWEPT = (
+    "INSERT INTO sb_queue_counters(queue_id, received) SELECT m.queue_id, count(*)"
+    " FROM sb_consumed c JOIN sb_messages m ON m.queuing_order = c.queuing_order WHERE true"
+    " GROUP BY m.queue_id"
+    " ON CONFLICT(queue_id) DO UPDATE SET received = received + excluded.received"
+)
 
 
 def live(alias: str) -> str:
@@ -69,13 +79,16 @@ class Sweeper:
         self.rows = 0
         self.commits = 0
 
-    def consume(self, conn: sqlite3.Connection, taken: Sequence[tuple[int, str]]) -> None:
-        """Remove the received rows ``(queuing_order, message_id)`` from their queue: delete
-        them if there are several and they are dense, else mark them; and sweep when it is
-        time."""
+    def consume(self, conn: sqlite3.Connection, taken: Sequence[tuple[int, str]],
+                queue_id: int) -> None:
+        """Remove the received rows ``(queuing_order, message_id)`` of one queue: delete
+        them (and count them) if there are several and they are dense, else mark them; and
+        sweep when it is time."""
         orders = [order for order, _ in taken]
         if len(orders) > 1 and max(orders) - min(orders) < self.dense * len(orders):
-            conn.executemany(_DELETE, taken)
+            deleted = conn.executemany(_DELETE, taken).rowcount
+            if deleted:
+                conn.execute(_COUNT, (queue_id, deleted))
         else:
             if len(taken) == 1:
                 conn.execute(_MARK_ONE, taken[0])
@@ -88,6 +101,7 @@ class Sweeper:
                 self.sweep(conn)
 
     def sweep(self, conn: sqlite3.Connection) -> None:
-        """Delete every consumed message (any process's); their marks go with them."""
+        """Delete every consumed message (any process's), counted; their marks go with them."""
+        conn.execute(_COUNT_SWEPT)
         conn.execute(_SWEEP)
         self.rows = self.commits = 0
