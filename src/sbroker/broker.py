@@ -154,6 +154,11 @@ class Broker:
         self.close()
 
     @property
+    def dialect(self) -> str:
+        """The backend's SQL dialect ("sqlite"): applications pick their SQL files by it."""
+        return "sqlite"
+
+    @property
     def started(self) -> bool:
         return self._started
 
@@ -325,16 +330,21 @@ class Broker:
             raise InvalidArgumentError("the broker is closed: open it again with Broker.open")
         return Transaction(self)
 
-    def peek(self, queue: str, *, top: int | None = None) -> list[m.Message]:
-        """The queue's rows in RECEIVE order, without receiving or locking anything."""
+    def peek(self, queue: str, *, top: int | None = None, offset: int = 0) -> list[m.Message]:
+        """The queue's rows in RECEIVE order, without receiving or locking anything:
+        ``top`` rows at most, after skipping ``offset`` (a page of a long queue)."""
+        for name, value in (("top", top), ("offset", offset)):
+            if value is not None and (
+                    isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise InvalidArgumentError(f"{name} must be an int >= 0, got {value!r}")
         with self.db.connection() as conn:
             q = self._catalog_for(conn).queue(queue)
             rows = conn.execute(
                 "SELECT status, priority, queuing_order, group_id, handle, msn, service, contract,"
                 " message_type, validation, body, message_id, enqueued_at FROM sb_messages"
                 f" WHERE queue_id = ? AND {live('sb_messages')}"
-                " ORDER BY priority DESC, queuing_order LIMIT ?",
-                (q.queue_id, -1 if top is None else top),
+                " ORDER BY priority DESC, queuing_order LIMIT ? OFFSET ?",
+                (q.queue_id, -1 if top is None else top, offset),
             ).fetchall()
         return [m.Message(*row) for row in rows]
 

@@ -218,3 +218,14 @@ def test_lifetime_expiry_errors_both_sides(tmp_path) -> None:  # type: ignore[no
             tx.end_conversation(h)
             tx.end_conversation(theirs[0].conversation_handle)
         assert b.view("conversation_endpoints") == []
+
+
+def test_peek_pages_through_a_queue_in_receive_order(pair: sbroker.Broker) -> None:
+    with pair.transaction() as tx:
+        handle = tx.begin_dialog("InitService", "TargetService")
+        for i in range(5):
+            tx.send(handle, body=str(i))
+    pages = [[m.text() for m in pair.peek("TargetQueue", top=2, offset=k)] for k in (0, 2, 4)]
+    assert pages == [["0", "1"], ["2", "3"], ["4"]]
+    with pytest.raises(sbroker.InvalidArgumentError, match="offset must be an int >= 0"):
+        pair.peek("TargetQueue", offset=-1)

@@ -1,0 +1,40 @@
+"""Named SQL blocks: parsing, clear errors for a missing or repeated name."""
+
+from __future__ import annotations
+
+import pytest
+
+from sbroker.core.errors import BrokerError
+from sbroker.storage.queries import parse
+
+TEXT = """
+-- A file comment before any block is ignored.
+-- name: first
+-- What the block is for.
+SELECT 1
+  FROM t;
+
+-- name: second
+UPDATE t SET x = ? WHERE y = ?
+"""
+
+
+def test_blocks_are_found_by_name_without_comments_or_trailing_semicolon() -> None:
+    queries = parse(TEXT, "test.sql")
+    assert dict(queries) == {
+        "first": "SELECT 1\n  FROM t", "second": "UPDATE t SET x = ? WHERE y = ?"}
+
+
+def test_a_missing_name_says_which_file_was_looked_in() -> None:
+    with pytest.raises(BrokerError, match=r"no SQL block named 'third' in test.sql"):
+        parse(TEXT, "test.sql")["third"]
+
+
+def test_a_name_given_twice_is_refused() -> None:
+    with pytest.raises(BrokerError, match="appears twice"):
+        parse("-- name: a\nSELECT 1\n-- name: a\nSELECT 2\n", "dup.sql")
+
+
+def test_an_empty_block_is_refused() -> None:
+    with pytest.raises(BrokerError, match="is empty"):
+        parse("-- name: a\n-- only a comment\n", "empty.sql")
