@@ -151,8 +151,7 @@ def _message(template: tuple[object, ...], msn: int) -> tuple[object, ...]:
 
 def sbroker_w1_receive(path: Path, n: int) -> dict[str, float]:
     """Receive n messages one per transaction with the engine's statements, no engine."""
-    from sbroker.engine.dialogs import _INSERT
-    from sbroker.engine.transaction import _TAKE_NEXT
+    from sbroker.storage.sqlite.connection import SQL
     from sbroker.storage.sqlite.sweeper import Sweeper
 
     queue_id, templates = _sbroker_schema(path)
@@ -161,13 +160,14 @@ def sbroker_w1_receive(path: Path, n: int) -> dict[str, float]:
     try:
         msn = itertools.count(1)
         conn.execute("BEGIN IMMEDIATE")
-        conn.executemany(_INSERT, [_message(templates[i % GROUPS], next(msn)) for i in range(n)])
+        conn.executemany(SQL.insert_message,
+                         [_message(templates[i % GROUPS], next(msn)) for i in range(n)])
         conn.execute("COMMIT")
 
         def run() -> None:
             for _ in range(n):
                 conn.execute("BEGIN IMMEDIATE")
-                rows = conn.execute(_TAKE_NEXT, (queue_id, "me", 1)).fetchall()
+                rows = conn.execute(SQL.receive_take_next, (queue_id, "me", 1)).fetchall()
                 sweeper.consume(conn, [(rows[0][2], rows[0][11])], queue_id)
                 conn.execute("COMMIT")
 
@@ -179,17 +179,16 @@ def sbroker_w1_receive(path: Path, n: int) -> dict[str, float]:
 def sbroker_w2(path: Path, n: int) -> dict[str, float]:
     """W2 with the engine's statements: executemany of 100 rows round-robin over the groups
     per transaction; then 100 of one group per transaction."""
-    from sbroker.engine.dialogs import _INSERT
-    from sbroker.engine.transaction import _FETCH
+    from sbroker.storage.sqlite.connection import SQL
     from sbroker.storage.sqlite.sweeper import Sweeper
 
     _, templates = _sbroker_schema(path)
     conn = connect(path, "normal")
     sweeper = Sweeper()
-    fetch = _FETCH.format(extra="")
+    fetch = SQL.receive_fetch
 
     def send() -> None:
-        _send_round_robin(conn, n, _INSERT, lambda g, k: _message(templates[g], k))
+        _send_round_robin(conn, n, SQL.insert_message, lambda g, k: _message(templates[g], k))
 
     def take(g: int) -> int:
         rows = conn.execute(fetch, (templates[g][1], BATCH)).fetchall()

@@ -197,7 +197,6 @@ def _spark_scheduler(tmp: Path, name: str, runner: SparkRunner | _Spans) -> Iter
         with b.scheduler(name) as s:
             yield s
     finally:
-        b._executor_state = None  # type: ignore[attr-defined]  # keep the session
         b.close()
 
 

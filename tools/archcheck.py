@@ -2,7 +2,9 @@
 
 Rules (``../shared/DESIGN.md``):
 - each folder is a layer and imports only its own layer and the layers below it
-  (core < protocol < storage < engine < services < apps < cli < the root modules);
+  (core < protocol < storage < engine < services < apps < the root modules < cli): the root
+  modules are the composition root ``broker.py`` and the public names (``__init__``,
+  ``spark``, ``poison``), which the command line opens brokers with;
 - no import cycle crosses a folder, counting imports under ``TYPE_CHECKING`` and inside
   functions;
 - only ``storage/sqlite/`` imports ``sqlite3``, only ``storage/postgres/`` imports psycopg;
@@ -21,8 +23,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "src" / "sbroker"
-LAYERS = ("core", "protocol", "storage", "engine", "services", "apps", "cli")
-ROOT_LAYER = len(LAYERS)  # sbroker/__init__.py, broker.py and the public re-export modules
+LAYERS = ("core", "protocol", "storage", "engine", "services", "apps", "root", "cli")
+ROOT_LAYER = LAYERS.index("root")  # sbroker/__init__.py, broker.py, the public re-exports
 MAX_LINES = 600
 DRIVERS = {"sqlite3": "storage/sqlite", "psycopg": "storage/postgres",
            "psycopg_pool": "storage/postgres"}
@@ -37,8 +39,8 @@ def module_name(path: Path) -> str:
 
 def layer_of(module: str) -> int:
     parts = module.split(".")
-    if len(parts) > 2 or (len(parts) == 2 and parts[1] in LAYERS):
-        return LAYERS.index(parts[1]) if parts[1] in LAYERS else ROOT_LAYER
+    if len(parts) >= 2 and parts[1] in LAYERS:
+        return LAYERS.index(parts[1])
     return ROOT_LAYER
 
 
@@ -147,7 +149,7 @@ def check(verbose: bool = True) -> list[str]:
 
 
 def _layer_name(layer: int) -> str:
-    return LAYERS[layer] if layer < len(LAYERS) else "root"
+    return LAYERS[layer]
 
 
 def _print_graph(graph: dict[str, set[str]]) -> None:

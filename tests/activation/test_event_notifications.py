@@ -35,7 +35,7 @@ def external(broker: Broker) -> Broker:
     """A work queue "TQ" (no internal activation) watched by a QUEUE_ACTIVATION subscription."""
     broker.create_queue("TQ")
     broker.create_service("Target", "TQ", ["DEFAULT"])
-    create_notification_target(broker, "EventQ")
+    create_notification_target(broker.engine, "EventQ")
     broker.create_event_notification("ActivateTQ", "TQ", "QUEUE_ACTIVATION", "EventQ")
     return broker
 
@@ -121,7 +121,7 @@ def rollback_receives(broker: Broker, queue: str, times: int) -> None:
 def watched(broker: Broker) -> Broker:
     broker.create_queue("TQ")
     broker.create_service("Target", "TQ", ["DEFAULT"])
-    create_notification_target(broker, "EventQ")
+    create_notification_target(broker.engine, "EventQ")
     broker.create_event_notification("TQDisabled", "TQ", "BROKER_QUEUE_DISABLED", "EventQ")
     return broker
 

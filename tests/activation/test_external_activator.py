@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from sbroker import Broker, FakeClock
-from sbroker.services.activation.external import ExternalActivator, run_activator, subscribe
+from sbroker.cli.activator import run_activator
+from sbroker.services.activation.external import ExternalActivator, subscribe
 
 WORKER = """
 import os, sys, time

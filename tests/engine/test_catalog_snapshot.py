@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 
 import sbroker
-from sbroker import broker as broker_module
+from sbroker.engine import catalog as catalog_module
 
 
 def test_ddl_committed_during_a_check_is_seen_by_the_next_statement(
         broker: sbroker.Broker, monkeypatch: pytest.MonkeyPatch) -> None:
-    original = broker_module.cat_mod.current_version
+    original = catalog_module.current_version
     raced: list[bool] = []
 
     def version_then_ddl(conn: Any) -> str:
@@ -24,8 +24,8 @@ def test_ddl_committed_during_a_check_is_seen_by_the_next_statement(
         return version
 
     with broker.db.connection() as conn:
-        monkeypatch.setattr(broker_module.cat_mod, "current_version", version_then_ddl)
-        assert "MadeMeanwhile" not in broker._catalog_for(conn).queues
-        monkeypatch.setattr(broker_module.cat_mod, "current_version", original)
+        monkeypatch.setattr(catalog_module, "current_version", version_then_ddl)
+        assert "MadeMeanwhile" not in broker.engine.catalog(conn).queues
+        monkeypatch.setattr(catalog_module, "current_version", original)
         # within the trusted age of that check: it must not count as a check
-        assert "MadeMeanwhile" in broker._catalog_for(conn, max_age=60.0).queues
+        assert "MadeMeanwhile" in broker.engine.catalog(conn, max_age=60.0).queues

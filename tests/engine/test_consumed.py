@@ -9,8 +9,6 @@ from pathlib import Path
 
 import sbroker
 from sbroker import Broker
-from sbroker.apps.scheduler.executor import _READY_GROUPS
-from sbroker.services.activation.service import _LOOK
 from sbroker.storage.sqlite.sweeper import DENSE, SWEEP_COMMITS
 
 from .helpers import begin_and_send, bodies, send
@@ -65,11 +63,11 @@ def test_a_received_message_is_marked_and_gone_for_every_reader(pair: Broker) ->
     with pair.transaction() as tx:
         assert tx.receive("TargetQueue", timeout=0) == []
         assert tx.get_conversation_group("TargetQueue") is None
-    assert pair._ready_groups("TargetQueue") == []
+    with pair.transaction() as tx:
+        assert tx.ready_groups("TargetQueue") == []
     queue_id = pair.catalog.queue("TargetQueue").queue_id
     with pair.db.connection() as conn:
-        assert conn.execute(_LOOK, (queue_id, "[]")).fetchone() == (0, 0)  # no activation
-        assert conn.execute(_READY_GROUPS, ("TargetQueue",)).fetchall() == []
+        assert conn.execute(conn.sql.queue_look, (queue_id, "[]")).fetchone() == (0, 0)
 
 
 def test_the_sweep_deletes_the_marked_messages_and_their_marks(pair: Broker) -> None:
@@ -139,9 +137,10 @@ def test_a_database_of_schema_2_gains_the_marks_on_open(db_path: Path) -> None:
         b.create_service("InitService", "InitQueue")
         b.create_service("TargetService", "TargetQueue", ["DEFAULT"])
         begin_and_send(b, "kept")
-    conn = sqlite3.connect(db_path)  # make it a file of schema 2: undo migrations 4 and 3
+    conn = sqlite3.connect(db_path)  # make it a file of schema 2: undo migrations 5, 4, 3
     conn.executescript(
-        "DROP VIEW queue_stats; DROP VIEW dm_broker_queue_monitors;"
+        "DROP TRIGGER sb_sessions_gone; DROP VIEW dm_broker_sessions;"
+        " DROP VIEW queue_stats; DROP VIEW dm_broker_queue_monitors;"
         " DROP VIEW dm_broker_activated_tasks; DROP TABLE sb_queue_monitors;"
         " DROP TABLE sb_activated_tasks; DROP TABLE sb_queue_counters;"
         " ALTER TABLE sb_messages DROP COLUMN enqueued_at;"
@@ -152,4 +151,4 @@ def test_a_database_of_schema_2_gains_the_marks_on_open(db_path: Path) -> None:
         assert _receive(_marking(b)) == ["kept"]
         assert _physical(b) == (1, 1)
         with b.db.connection() as conn:
-            assert conn.execute("PRAGMA user_version").fetchone()[0] == 4
+            assert conn.execute("PRAGMA user_version").fetchone()[0] == 5

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import sbroker
-from sbroker.engine.transaction import _CANDIDATE, _FETCH, _TAKE_NEXT
+from sbroker.storage.sqlite.connection import SQL
 
 
 def _plan(conn: sqlite3.Connection, sql: str, args: tuple[object, ...]) -> list[str]:
@@ -17,10 +17,10 @@ def _plan(conn: sqlite3.Connection, sql: str, args: tuple[object, ...]) -> list[
 
 
 @pytest.mark.parametrize(("sql", "args"), [
-    (_TAKE_NEXT, (1, "owner", 1)),
-    (_CANDIDATE, (1, 1, "owner", "[]", "[]")),
-    (_FETCH.format(extra=""), ("group", 1)),
-    (_FETCH.format(extra=" AND handle = ?"), ("group", "handle", 1)),
+    (SQL.receive_take_next, (1, "owner", 1)),
+    (SQL.receive_candidate, (1, 1, "owner", "[]", "[]")),
+    (SQL.receive_fetch, ("group", 1)),
+    (SQL.receive_fetch_handle, ("group", "handle", 1)),
 ])
 def test_receive_statements_use_an_index_and_never_sort(db_path: Path, sql: str,
                                                         args: tuple[object, ...]) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import sbroker
-from sbroker.engine import dialogs
+from sbroker.engine import endpoints as dialogs
 from sbroker.services.network import batch
 
 
@@ -45,18 +45,18 @@ def test_endpoints_come_back_exactly_as_one_by_one(broker: sbroker.Broker) -> No
     assert got[(eps[0].conversation_id, True)].lifetime_expires == 1732281234.5678901  # type: ignore[union-attr]
 
 
-def test_many_rows_per_insert_and_receive_seqs_in_one_update(
-        broker: sbroker.Broker, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(batch, "_ROWS_PER_INSERT", 3)  # 7 rows: statements of 3, 3 and 1
+def test_many_rows_in_one_insert_and_receive_seqs_in_one_update(
+        broker: sbroker.Broker) -> None:
     ep = _endpoints(broker, 2)[1]
     rows = [(ep.queue_id, ep.group_id, ep.handle, ep.conv_order, i, 1, 5, 0, "DEFAULT", "N",
-             bytes([i]) * i, f"id-{i}", "S", "DEFAULT", 0.0) for i in range(7)]
+             bytes([i]) * i, f"id-{i}", "S", "DEFAULT", 1732281234.5678901 + i)
+            for i in range(7)]
     with broker.db.connection() as conn:
         batch.insert_messages(conn, rows)
         batch.set_receive_seqs(conn, {ep.handle: 7})
-        stored = conn.execute("SELECT msn, body, message_id FROM sb_messages"
+        stored = conn.execute("SELECT msn, body, message_id, enqueued_at FROM sb_messages"
                               " ORDER BY queuing_order").fetchall()
         seq = conn.execute("SELECT receive_seq FROM sb_endpoints WHERE handle = ?",
                            (ep.handle,)).fetchone()[0]
-    assert stored == [(i, bytes([i]) * i, f"id-{i}") for i in range(7)]
+    assert stored == [(i, bytes([i]) * i, f"id-{i}", 1732281234.5678901 + i) for i in range(7)]
     assert seq == 7

@@ -114,14 +114,10 @@ def broker(tmp_path: Path, clock: FakeClock) -> Iterator[sbroker.Broker]:
 
 
 def _transmitter(b: sbroker.Broker, rec: Recorder, **kw: object) -> Transmitter:
-    from sbroker.services.network.config import ensure_schema
-
-    with b.db.connection() as conn:
-        ensure_schema(conn)
     options: dict[str, object] = {"starvation": 10.0, "max_in_flight": 1000,
                                   "honor": lambda: b.catalog.honor_broker_priority}
     options.update(kw)
-    t = Transmitter(b, rec, **options)  # type: ignore[arg-type]
+    t = Transmitter(b.engine, rec, **options)  # type: ignore[arg-type]
     t.start()
     return t
 

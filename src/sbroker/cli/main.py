@@ -13,8 +13,9 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from sbroker.broker import SQL_VIEWS, Broker
+from sbroker.broker import Broker
 from sbroker.core.errors import BrokerError
+from sbroker.engine.views import STORED_VIEWS as SQL_VIEWS
 
 F = TypeVar("F", bound=Callable[..., Any])
 DB_HELP = "Broker database: a file path or sqlite:///path (env SBROKER_DB)."
@@ -267,7 +268,7 @@ def activator(ctx: click.Context, notification_queue: str, commands: tuple[str, 
     import signal
     import threading
 
-    from sbroker.services.activation.external import run_activator
+    from sbroker.cli.activator import run_activator
 
     mapping: dict[str, str] = {}
     for spec in commands:

@@ -15,6 +15,10 @@ class Clock(Protocol):
         """Seconds since the epoch."""
         ...
 
+    def monotonic(self) -> float:
+        """Seconds on a clock that never goes back (for intervals and rate limits)."""
+        ...
+
     def wait(self, cond: threading.Condition, deadline: float | None) -> None:
         """Wait on ``cond`` (held by the caller) until notified or ``deadline`` passes."""
         ...
@@ -25,6 +29,9 @@ class SystemClock:
 
     def now(self) -> float:
         return time.time()
+
+    def monotonic(self) -> float:
+        return time.monotonic()
 
     def wait(self, cond: threading.Condition, deadline: float | None) -> None:
         if deadline is None:
@@ -44,6 +51,11 @@ class FakeClock:
         self._conds: weakref.WeakSet[threading.Condition] = weakref.WeakSet()
 
     def now(self) -> float:
+        with self._lock:
+            return self._now
+
+    def monotonic(self) -> float:
+        """Moves with :meth:`advance`, like :meth:`now`."""
         with self._lock:
             return self._now
 

@@ -4,31 +4,33 @@ SQL Server rolls back the transaction of a session that goes away.
 
 Without this its conversation-group locks would stay until the broker closes, and a write
 statement it ran with ``execute`` would keep the writer's connection, so every later commit
-of the process would wait forever.  The roll back runs on a short-lived thread: the
-collection can happen anywhere, even inside the writer's own batch.
+of the process would wait forever.  The roll back runs on the engine's own worker thread:
+the collection can happen anywhere, even inside the writer's own batch.
 """
 
 from __future__ import annotations
 
-import contextlib
-import sqlite3
+import logging
+import queue
 import threading
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from sbroker.core.errors import BrokerError
+from sbroker.storage.ports import TxStorage
 
 if TYPE_CHECKING:
-    from sbroker.broker import Broker
+    from sbroker.engine.engine import Engine
+
+log = logging.getLogger("sbroker.engine")
 
 
 class Leftovers:
     """What a live transaction holds that must be given back if it is dropped."""
 
-    __slots__ = ("finalizer", "held", "queues")
+    __slots__ = ("finalizer", "queues", "storage")
 
-    def __init__(self, queues: set[int]) -> None:
-        self.held: sqlite3.Connection | None = None  # the writer's connection, if held
+    def __init__(self, storage: TxStorage, queues: set[int]) -> None:
+        self.storage = storage
         self.queues = queues  # queues it received from (the set the transaction fills)
         self.finalizer: Any = None  # the weakref.finalize watching the transaction
 
@@ -38,36 +40,53 @@ class Leftovers:
             self.finalizer.detach()
 
 
-def watch(tx: object, broker: Broker, owner: str, queues: set[int]) -> Leftovers:
-    """Roll back what ``tx`` (identified by ``owner``) holds if it is collected while active."""
-    left = Leftovers(queues)
-    left.finalizer = weakref.finalize(tx, _abandoned, weakref.ref(broker), owner, left)
-    left.finalizer.atexit = False  # at exit the broker's close drops the session anyway
-    return left
+class Abandoned:
+    """The engine's undertaker: rolls back collected transactions on a thread of its own,
+    started with the first one and joined by :meth:`close`."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = weakref.ref(engine)
+        self._queue: queue.SimpleQueue[Leftovers | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def watch(self, tx: object, storage: TxStorage, queues: set[int]) -> Leftovers:
+        """Roll back what ``tx`` holds if it is collected while active."""
+        left = Leftovers(storage, queues)
+        left.finalizer = weakref.finalize(tx, self._collected, left)
+        left.finalizer.atexit = False  # at exit the broker's close drops the session anyway
+        return left
+
+    def _collected(self, left: Leftovers) -> None:
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, daemon=True,
+                                                name="sbroker-abandoned-transactions")
+                self._thread.start()
+        self._queue.put(left)
+
+    def _run(self) -> None:
+        while (left := self._queue.get()) is not None:
+            engine = self._engine()
+            if engine is None or engine.closed:
+                continue
+            try:
+                _undo(engine, left)
+            except Exception:  # the broker may be closing under it
+                log.debug("could not roll back an abandoned transaction", exc_info=True)
+
+    def close(self) -> None:
+        """Stop the thread (what it has not rolled back yet dies with the session)."""
+        with self._lock:
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            self._queue.put(None)
+            if thread is not threading.current_thread():
+                thread.join(10)
 
 
-def _abandoned(broker_ref: weakref.ref[Broker], owner: str, left: Leftovers) -> None:
-    threading.Thread(target=_undo, args=(broker_ref, owner, left),
-                     name="sbroker-abandoned-transaction", daemon=True).start()
-
-
-def _undo(broker_ref: weakref.ref[Broker], owner: str, left: Leftovers) -> None:
-    found = broker_ref()
-    if found is None or found._closed:
-        return
-    broker = found
-    writer = broker.db.writer
-    with contextlib.suppress(BrokerError, sqlite3.Error):
-        if left.held is not None:
-            with contextlib.suppress(sqlite3.Error):
-                left.held.execute("ROLLBACK")
-            left.held = None
-            writer.release_exclusive()
-
-        def undo(conn: sqlite3.Connection) -> list[int]:
-            writer.lazy_release(owner)
-            conn.execute("DELETE FROM sb_group_locks WHERE owner = ?", (owner,))
-            return broker._count_rollbacks(conn, left.queues)
-
-        disabled = writer.run(undo, durable=False)
-        broker._after_rollback(set(left.queues), True, disabled)
+def _undo(engine: Engine, left: Leftovers) -> None:
+    queues = left.queues
+    disabled = left.storage.rollback(lambda conn: engine.count_rollbacks(conn, queues))
+    left.storage.close()
+    engine.after_rollback(set(queues), True, disabled or [])

@@ -1,252 +1,183 @@
-"""Catalog objects (message types, contracts, queues, services, routes, priorities, event
-notifications): their DDL, and an in-memory snapshot reloaded when another writer changes it."""
+"""The catalog in the database: loading a consistent snapshot, keeping it cached while the
+catalog version stays the same, and the DDL statements (each runs inside a short write
+transaction given by the engine)."""
 
 from __future__ import annotations
 
-import sqlite3
+import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
-from sbroker.core import messages as m
+from sbroker.core.catalog import (
+    BUILTIN_CONTRACTS,
+    BUILTIN_MESSAGE_TYPES,
+    EVENTS,
+    SENT_BY,
+    Activation,
+    Catalog,
+    MessageType,
+    Queue,
+    Route,
+    Service,
+    check_name,
+)
+from sbroker.core.clock import Clock
 from sbroker.core.errors import DuplicateError, InvalidArgumentError, NotFoundError
 from sbroker.core.priority import ANY, BrokerPriority
 from sbroker.core.validation import code_for, make_validator, normalize
-from sbroker.storage.sqlite.connector import write
+from sbroker.storage.ports import Connection
 
-SENT_BY = ("initiator", "target", "any")
-EVENTS = ("QUEUE_ACTIVATION", "BROKER_QUEUE_DISABLED")
-BUILTIN_MESSAGE_TYPES = frozenset({m.DEFAULT, *m.SYSTEM_MESSAGE_TYPES, m.EVENT_NOTIFICATION})
-BUILTIN_CONTRACTS = frozenset({m.DEFAULT, m.POST_EVENT_NOTIFICATION})
+__all__ = ["Activation", "Catalog", "CatalogCache", "Queue", "load"]
 
 
-@dataclass(frozen=True)
-class Activation:
-    """Internal activation of a queue: ``procedure`` is a callable or ``"package.module:func"``."""
-
-    procedure: Callable[..., Any] | str
-    max_queue_readers: int = 1
-    status: bool = True
-    execute_as: str | None = None
-
-    def __post_init__(self) -> None:
-        if not callable(self.procedure) and not (
-            isinstance(self.procedure, str) and ":" in self.procedure
-        ):
-            raise InvalidArgumentError(
-                "Activation.procedure must be a callable or an import path 'package.module:func'"
-            )
-        if not isinstance(self.max_queue_readers, int) or not 0 <= self.max_queue_readers <= 32767:
-            raise InvalidArgumentError("max_queue_readers must be an int from 0 to 32767")
-
-    @property
-    def procedure_name(self) -> str:
-        if isinstance(self.procedure, str):
-            return self.procedure
-        mod = getattr(self.procedure, "__module__", "?")
-        return f"{mod}:{getattr(self.procedure, '__qualname__', repr(self.procedure))}"
-
-
-@dataclass(frozen=True)
-class MessageType:
-    name: str
-    kind: str
-    validation_code: str
-    check: Callable[[bytes], str | None]
-
-
-@dataclass(frozen=True)
-class Queue:
-    queue_id: int
-    name: str
-    status: bool
-    retention: bool
-    activation_defined: bool
-    activation_status: bool
-    activation_procedure: str | None
-    max_queue_readers: int
-    execute_as: str | None
-    poison_message_handling: bool
-
-
-@dataclass(frozen=True)
-class Service:
-    service_id: int
-    name: str
-    queue_id: int
-    contracts: frozenset[str]
-
-
-@dataclass(frozen=True)
-class Route:
-    name: str
-    service_name: str | None
-    broker_instance: str | None
-    address: str
-    expires_at: float | None
-
-
-@dataclass
-class Catalog:
-    """A consistent snapshot of the catalog tables at one ``catalog_version``."""
-
-    version: str
-    broker_instance: str
-    honor_broker_priority: bool
-    message_types: dict[str, MessageType] = field(default_factory=dict)
-    contracts: dict[str, dict[str, str]] = field(default_factory=dict)
-    queues: dict[str, Queue] = field(default_factory=dict)
-    queues_by_id: dict[int, Queue] = field(default_factory=dict)
-    services: dict[str, Service] = field(default_factory=dict)
-    routes: list[Route] = field(default_factory=list)
-    priorities: list[BrokerPriority] = field(default_factory=list)
-    notifications: list[tuple[str, int, str, str]] = field(default_factory=list)
-
-    def queue(self, name: str) -> Queue:
-        try:
-            return self.queues[name]
-        except KeyError:
-            raise NotFoundError(f"queue {name!r} does not exist") from None
-
-    def service(self, name: str) -> Service:
-        try:
-            return self.services[name]
-        except KeyError:
-            raise NotFoundError(f"service {name!r} does not exist") from None
-
-    def contract(self, name: str) -> dict[str, str]:
-        try:
-            return self.contracts[name]
-        except KeyError:
-            raise NotFoundError(f"contract {name!r} does not exist") from None
-
-
-def current_version(conn: sqlite3.Connection) -> str:
-    row = conn.execute("SELECT value FROM sb_meta WHERE key = 'catalog_version'").fetchone()
+def current_version(conn: Connection) -> str:
+    row = conn.query_one(conn.sql.catalog_version)
+    assert row is not None
     return str(row[0])
 
 
-def load(conn: sqlite3.Connection) -> Catalog:
+def load(conn: Connection) -> Catalog:
     """Read the whole catalog in one read transaction (or the caller's open one)."""
+    sql = conn.sql
     own = not conn.in_transaction
     if own:
-        conn.execute("BEGIN")
+        conn.begin()
     try:
-        meta = dict(conn.execute("SELECT key, value FROM sb_meta").fetchall())
+        meta: dict[str, str] = dict(conn.query_all(sql.catalog_meta))
         cat = Catalog(
-            version=meta["catalog_version"],
-            broker_instance=meta["broker_instance"],
+            version=str(meta["catalog_version"]),
+            broker_instance=str(meta["broker_instance"]),
             honor_broker_priority=meta.get("honor_broker_priority") == "1",
         )
-        for name, kind, schema in conn.execute(
-            "SELECT name, validation, json_schema FROM sb_message_types"
-        ):
+        for name, kind, schema in conn.query_all(sql.catalog_message_types):
             cat.message_types[name] = MessageType(
-                name, kind, code_for(kind), make_validator(kind, schema)
-            )
-        for (name,) in conn.execute("SELECT name FROM sb_contracts"):
+                name, kind, code_for(kind), make_validator(kind, schema))
+        for (name,) in conn.query_all(sql.catalog_contracts):
             cat.contracts[name] = {}
-        for contract, mtype, sent_by in conn.execute(
-            "SELECT contract, message_type, sent_by FROM sb_contract_message_types"
-        ):
+        for contract, mtype, sent_by in conn.query_all(sql.catalog_contract_message_types):
             cat.contracts[contract][mtype] = sent_by
-        for row in conn.execute(
-            "SELECT queue_id, name, status, retention, activation_defined, activation_status,"
-            " activation_procedure, max_queue_readers, execute_as, poison_message_handling"
-            " FROM sb_queues"
-        ):
-            q = Queue(
-                row[0], row[1], bool(row[2]), bool(row[3]), bool(row[4]), bool(row[5]),
-                row[6], row[7], row[8], bool(row[9]),
-            )
+        for row in conn.query_all(sql.catalog_queues):
+            q = Queue(row[0], row[1], bool(row[2]), bool(row[3]), bool(row[4]), bool(row[5]),
+                      row[6], row[7], row[8], bool(row[9]))
             cat.queues[q.name] = q
             cat.queues_by_id[q.queue_id] = q
         svc_contracts: dict[int, set[str]] = {}
-        for sid, contract in conn.execute("SELECT service_id, contract FROM sb_service_contracts"):
+        for sid, contract in conn.query_all(sql.catalog_service_contracts):
             svc_contracts.setdefault(sid, set()).add(contract)
-        for sid, name, qid in conn.execute("SELECT service_id, name, queue_id FROM sb_services"):
+        for sid, name, qid in conn.query_all(sql.catalog_services):
             cat.services[name] = Service(sid, name, qid, frozenset(svc_contracts.get(sid, ())))
-        cat.routes = [
-            Route(*row)
-            for row in conn.execute(
-                "SELECT name, service_name, broker_instance, address, expires_at FROM sb_routes"
-            )
-        ]
-        cat.priorities = [
-            BrokerPriority(*row)
-            for row in conn.execute(
-                "SELECT name, contract, local_service, remote_service, priority_level"
-                " FROM sb_priorities"
-            )
-        ]
-        cat.notifications = list(
-            conn.execute("SELECT name, queue_id, event, to_service FROM sb_event_notifications")
-        )
+        cat.routes = [Route(*row) for row in conn.query_all(sql.catalog_routes)]
+        cat.priorities = [BrokerPriority(*row) for row in conn.query_all(sql.catalog_priorities)]
+        cat.notifications = [(str(a), int(b), str(c), str(d))
+                             for a, b, c, d in conn.query_all(sql.catalog_notifications)]
     finally:
         if own:
-            conn.execute("COMMIT")
+            conn.commit()
     return cat
 
 
-# -- DDL -------------------------------------------------------------------------------------
-def check_name(name: object, what: str) -> str:
-    if not isinstance(name, str) or not name.strip():
-        raise InvalidArgumentError(f"{what} name must be a non-empty string, got {name!r}")
-    if len(name) > 256:
-        raise InvalidArgumentError(f"{what} name is longer than 256 characters: {name[:40]!r}...")
-    return name
+class CatalogCache:
+    """The catalog snapshot of one broker, checked against the database's catalog version
+    unless checked in the last ``max_age`` seconds (statements pass a few ms: COMMIT checks
+    the version anyway)."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self.current: Catalog | None = None
+        self._checked = 0.0
+        self._ddl = 0  # this process's DDL count: a check that raced one is no check
+
+    def get(self, conn: Connection, *, max_age: float = 0.0) -> Catalog:
+        with self._lock:
+            if max_age and self.current is not None and (
+                    self._clock.monotonic() - self._checked < max_age):
+                return self.current
+            ddl = self._ddl
+        version = current_version(conn)
+        with self._lock:
+            if self.current is not None and self.current.version == version:
+                if ddl == self._ddl:
+                    self._checked = self._clock.monotonic()
+                return self.current
+        fresh = load(conn)
+        with self._lock:
+            self.current = fresh
+            if ddl == self._ddl:  # else DDL committed meanwhile: check next time
+                self._checked = self._clock.monotonic()
+        return fresh
+
+    def changed_here(self) -> None:
+        """This process changed the catalog: look again next time."""
+        with self._lock:
+            self._checked = 0.0
+            self._ddl += 1
 
 
-def _bump(conn: sqlite3.Connection) -> None:
-    conn.execute(
-        "UPDATE sb_meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'catalog_version'"
-    )
+# -- DDL: each function runs inside a write transaction ---------------------------------------
+_KINDS = {  # what -> the name of its table's blocks: exists_<t>, delete_<t>
+    "message type": "message_type", "contract": "contract", "queue": "queue",
+    "service": "service", "route": "route", "broker priority": "priority",
+    "event notification": "notification",
+}
 
 
-def _exists(conn: sqlite3.Connection, table: str, name: str) -> bool:
-    return conn.execute(f"SELECT 1 FROM {table} WHERE name = ?", (name,)).fetchone() is not None
+def _bump(conn: Connection) -> None:
+    conn.execute(conn.sql.bump_catalog_version)
 
 
-def _create(conn: sqlite3.Connection, table: str, what: str, name: str) -> None:
-    if _exists(conn, table, name):
+def _exists(conn: Connection, what: str, name: str) -> bool:
+    sql = conn.sql[f"exists_{_KINDS[what]}"]
+    return conn.query_one(sql, (name,)) is not None
+
+
+def _create(conn: Connection, what: str, name: str) -> None:
+    if _exists(conn, what, name):
         raise DuplicateError(f"{what} {name!r} already exists", 15025)
 
 
-def _need(conn: sqlite3.Connection, table: str, what: str, name: str) -> None:
-    if not _exists(conn, table, name):
+def _need(conn: Connection, what: str, name: str) -> None:
+    if not _exists(conn, what, name):
         raise NotFoundError(f"{what} {name!r} does not exist")
 
 
-def create_message_type(conn: sqlite3.Connection, name: str, validation: object) -> None:
+def _drop(conn: Connection, what: str, name: str) -> None:
+    check_name(name, what)
+    _need(conn, what, name)
+    conn.execute(conn.sql[f"delete_{_KINDS[what]}"], (name,))
+    _bump(conn)
+
+
+def create_message_type(name: str, validation: object) -> Callable[[Connection], None]:
     check_name(name, "message type")
     kind, schema = normalize(validation)
-    with write(conn):
-        _create(conn, "sb_message_types", "message type", name)
-        conn.execute(
-            "INSERT INTO sb_message_types(name, validation, json_schema) VALUES (?, ?, ?)",
-            (name, kind, schema),
-        )
+
+    def ddl(conn: Connection) -> None:
+        _create(conn, "message type", name)
+        conn.execute(conn.sql.insert_message_type, (name, kind, schema))
         _bump(conn)
 
+    return ddl
 
-def drop_message_type(conn: sqlite3.Connection, name: str) -> None:
+
+def drop_message_type(name: str) -> Callable[[Connection], None]:
     check_name(name, "message type")
     if name in BUILTIN_MESSAGE_TYPES:
         raise InvalidArgumentError(f"message type {name!r} is built in and cannot be dropped")
-    with write(conn):
-        _need(conn, "sb_message_types", "message type", name)
-        used = conn.execute(
-            "SELECT contract FROM sb_contract_message_types WHERE message_type = ?", (name,)
-        ).fetchone()
+
+    def ddl(conn: Connection) -> None:
+        _need(conn, "message type", name)
+        used = conn.query_one(conn.sql.contract_using_message_type, (name,))
         if used:
             raise InvalidArgumentError(
                 f"message type {name!r} is used by contract {used[0]!r}: drop the contract first"
             )
-        conn.execute("DELETE FROM sb_message_types WHERE name = ?", (name,))
-        _bump(conn)
+        _drop(conn, "message type", name)
+
+    return ddl
 
 
-def create_contract(conn: sqlite3.Connection, name: str, types: Mapping[str, str]) -> None:
+def create_contract(name: str, types: Mapping[str, str]) -> Callable[[Connection], None]:
     check_name(name, "contract")
     if not isinstance(types, Mapping) or not types:
         raise InvalidArgumentError(
@@ -263,39 +194,41 @@ def create_contract(conn: sqlite3.Connection, name: str, types: Mapping[str, str
             f"contract {name!r} has no message type the initiator may send "
             "(mark at least one 'initiator' or 'any')"
         )
-    with write(conn):
-        _create(conn, "sb_contracts", "contract", name)
+
+    def ddl(conn: Connection) -> None:
+        sql = conn.sql
+        _create(conn, "contract", name)
         for mtype in types:
-            _need(conn, "sb_message_types", "message type", mtype)
-        conn.execute("INSERT INTO sb_contracts(name) VALUES (?)", (name,))
-        conn.executemany(
-            "INSERT INTO sb_contract_message_types(contract, message_type, sent_by)"
-            " VALUES (?, ?, ?)",
-            [(name, mt, sb) for mt, sb in types.items()],
-        )
+            _need(conn, "message type", mtype)
+        conn.execute(sql.insert_contract, (name,))
+        conn.executemany(sql.insert_contract_message_type,
+                         [(name, mt, sb) for mt, sb in types.items()])
         _bump(conn)
 
+    return ddl
 
-def drop_contract(conn: sqlite3.Connection, name: str) -> None:
+
+def drop_contract(name: str) -> Callable[[Connection], None]:
     check_name(name, "contract")
     if name in BUILTIN_CONTRACTS:
         raise InvalidArgumentError(f"contract {name!r} is built in and cannot be dropped")
-    with write(conn):
-        _need(conn, "sb_contracts", "contract", name)
-        used = conn.execute(
-            "SELECT s.name FROM sb_service_contracts c JOIN sb_services s USING (service_id)"
-            " WHERE c.contract = ?",
-            (name,),
-        ).fetchone()
+
+    def ddl(conn: Connection) -> None:
+        _need(conn, "contract", name)
+        used = conn.query_one(conn.sql.service_using_contract, (name,))
         if used:
             raise InvalidArgumentError(
                 f"contract {name!r} is used by service {used[0]!r}: alter or drop it first"
             )
-        conn.execute("DELETE FROM sb_contracts WHERE name = ?", (name,))
-        _bump(conn)
+        _drop(conn, "contract", name)
+
+    return ddl
 
 
 QUEUE_OPTIONS = ("status", "retention", "activation", "poison_message_handling")
+_QUEUE_COLUMNS = ("status", "retention", "activation_defined", "activation_status",
+                  "activation_procedure", "max_queue_readers", "execute_as",
+                  "poison_message_handling", "rollback_count")
 
 
 def _queue_columns(options: Mapping[str, Any]) -> dict[str, Any]:
@@ -326,95 +259,91 @@ def _queue_columns(options: Mapping[str, Any]) -> dict[str, Any]:
     return cols
 
 
-def create_queue(conn: sqlite3.Connection, name: str, options: Mapping[str, Any]) -> None:
+def _set_queue(conn: Connection, name: str, changes: Mapping[str, Any]) -> None:
+    """Write the queue's options with ``changes`` applied (one statement, every column)."""
+    sql = conn.sql
+    row = conn.query_one(sql.queue_options, (name,))
+    assert row is not None
+    current = dict(zip(_QUEUE_COLUMNS, row, strict=True))
+    current.update(changes)
+    conn.execute(sql.update_queue_options, (*(current[c] for c in _QUEUE_COLUMNS), name))
+
+
+def create_queue(name: str, options: Mapping[str, Any]) -> Callable[[Connection], None]:
     check_name(name, "queue")
     cols = _queue_columns(options)
-    with write(conn):
-        _create(conn, "sb_queues", "queue", name)
-        conn.execute("INSERT INTO sb_queues(name) VALUES (?)", (name,))
-        _update_queue(conn, name, cols)
+
+    def ddl(conn: Connection) -> None:
+        _create(conn, "queue", name)
+        conn.execute(conn.sql.insert_queue, (name,))
+        _set_queue(conn, name, cols)
         _bump(conn)
 
-
-def _update_queue(conn: sqlite3.Connection, name: str, cols: Mapping[str, Any]) -> None:
-    if cols:
-        sets = ", ".join(f"{c} = ?" for c in cols)
-        conn.execute(f"UPDATE sb_queues SET {sets} WHERE name = ?", (*cols.values(), name))
+    return ddl
 
 
-def alter_queue(conn: sqlite3.Connection, name: str, options: Mapping[str, Any]) -> None:
+def alter_queue(name: str, options: Mapping[str, Any]) -> Callable[[Connection], None]:
     check_name(name, "queue")
     cols = _queue_columns(options)
-    with write(conn):
-        _need(conn, "sb_queues", "queue", name)
-        if cols.get("status") == 1:
-            cols["rollback_count"] = 0
-        _update_queue(conn, name, cols)
+    if cols.get("status") == 1:
+        cols["rollback_count"] = 0
+
+    def ddl(conn: Connection) -> None:
+        _need(conn, "queue", name)
+        _set_queue(conn, name, cols)
         _bump(conn)
 
+    return ddl
 
-def drop_queue(conn: sqlite3.Connection, name: str) -> None:
+
+def drop_queue(name: str) -> Callable[[Connection], None]:
     check_name(name, "queue")
-    with write(conn):
-        _need(conn, "sb_queues", "queue", name)
-        used = conn.execute(
-            "SELECT s.name FROM sb_services s JOIN sb_queues q USING (queue_id) WHERE q.name = ?",
-            (name,),
-        ).fetchone()
+
+    def ddl(conn: Connection) -> None:
+        sql = conn.sql
+        _need(conn, "queue", name)
+        used = conn.query_one(sql.service_using_queue, (name,))
         if used:
             raise InvalidArgumentError(
                 f"queue {name!r} is used by service {used[0]!r}: drop the service first"
             )
-        conn.execute(
-            "DELETE FROM sb_event_notifications WHERE queue_id ="
-            " (SELECT queue_id FROM sb_queues WHERE name = ?)",
-            (name,),
-        )
-        conn.execute("DELETE FROM sb_queues WHERE name = ?", (name,))
-        _bump(conn)
+        conn.execute(sql.delete_queue_notifications, (name,))
+        _drop(conn, "queue", name)
+
+    return ddl
 
 
-def create_service(
-    conn: sqlite3.Connection, name: str, queue: str, contracts: Any
-) -> None:
+def create_service(name: str, queue: str, contracts: Any) -> Callable[[Connection], None]:
     check_name(name, "service")
     check_name(queue, "queue")
     if isinstance(contracts, str):
         contracts = (contracts,)
-    contracts = tuple(contracts)
-    with write(conn):
-        _create(conn, "sb_services", "service", name)
-        row = conn.execute("SELECT queue_id FROM sb_queues WHERE name = ?", (queue,)).fetchone()
+    contracts = tuple(dict.fromkeys(contracts))
+
+    def ddl(conn: Connection) -> None:
+        sql = conn.sql
+        _create(conn, "service", name)
+        row = conn.query_one(sql.queue_id_by_name, (queue,))
         if row is None:
             raise NotFoundError(f"queue {queue!r} does not exist")
         for contract in contracts:
-            _need(conn, "sb_contracts", "contract", contract)
-        cur = conn.execute(
-            "INSERT INTO sb_services(name, queue_id) VALUES (?, ?)", (name, row[0])
-        )
-        conn.executemany(
-            "INSERT INTO sb_service_contracts(service_id, contract) VALUES (?, ?)",
-            [(cur.lastrowid, c) for c in dict.fromkeys(contracts)],
-        )
+            _need(conn, "contract", contract)
+        created = conn.query_one(sql.insert_service, (name, row[0]))
+        assert created is not None
+        conn.executemany(sql.insert_service_contract, [(created[0], c) for c in contracts])
         _bump(conn)
 
+    return ddl
 
-def drop_service(conn: sqlite3.Connection, name: str) -> None:
+
+def drop_service(name: str) -> Callable[[Connection], None]:
     check_name(name, "service")
-    with write(conn):
-        _need(conn, "sb_services", "service", name)
-        conn.execute("DELETE FROM sb_services WHERE name = ?", (name,))
-        _bump(conn)
+    return lambda conn: _drop(conn, "service", name)
 
 
-def create_route(
-    conn: sqlite3.Connection,
-    name: str,
-    service_name: str | None,
-    address: str,
-    broker_instance: str | None,
-    expires_at: float | None,
-) -> None:
+def create_route(name: str, service_name: str | None, address: str,
+                 broker_instance: str | None, expires_at: float | None
+                 ) -> Callable[[Connection], None]:
     check_name(name, "route")
     if not isinstance(address, str) or not (
         address in ("LOCAL", "TRANSPORT") or address.startswith("tcp://")
@@ -427,36 +356,23 @@ def create_route(
         host, _, port = hostport.rpartition(":")
         if not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise InvalidArgumentError(f"route address {address!r}: expected tcp://host:port")
-    with write(conn):
-        _create(conn, "sb_routes", "route", name)
-        conn.execute(
-            "INSERT INTO sb_routes(name, service_name, broker_instance, address, expires_at)"
-            " VALUES (?, ?, ?, ?, ?)",
-            (name, service_name, broker_instance, address, expires_at),
-        )
+
+    def ddl(conn: Connection) -> None:
+        _create(conn, "route", name)
+        conn.execute(conn.sql.insert_route,
+                     (name, service_name, broker_instance, address, expires_at))
         _bump(conn)
 
-
-def drop_route(conn: sqlite3.Connection, name: str) -> None:
-    _drop_simple(conn, "sb_routes", "route", name)
+    return ddl
 
 
-def _drop_simple(conn: sqlite3.Connection, table: str, what: str, name: str) -> None:
-    check_name(name, what)
-    with write(conn):
-        _need(conn, table, what, name)
-        conn.execute(f"DELETE FROM {table} WHERE name = ?", (name,))
-        _bump(conn)
+def drop_route(name: str) -> Callable[[Connection], None]:
+    check_name(name, "route")
+    return lambda conn: _drop(conn, "route", name)
 
 
-def create_broker_priority(
-    conn: sqlite3.Connection,
-    name: str,
-    contract: str,
-    local_service: str,
-    remote_service: str,
-    priority_level: int,
-) -> None:
+def create_broker_priority(name: str, contract: str, local_service: str, remote_service: str,
+                           priority_level: int) -> Callable[[Connection], None]:
     check_name(name, "broker priority")
     for value, what in ((contract, "contract"), (local_service, "local_service"),
                         (remote_service, "remote_service")):
@@ -467,51 +383,52 @@ def create_broker_priority(
         raise InvalidArgumentError(
             f"priority_level must be an int from 1 (lowest) to 10, got {priority_level!r}"
         )
-    with write(conn):
-        _create(conn, "sb_priorities", "broker priority", name)
+
+    def ddl(conn: Connection) -> None:
+        _create(conn, "broker priority", name)
         if contract != ANY:
-            _need(conn, "sb_contracts", "contract", contract)
+            _need(conn, "contract", contract)
         if local_service != ANY:
-            _need(conn, "sb_services", "service", local_service)
-        conn.execute(
-            "INSERT INTO sb_priorities(name, contract, local_service, remote_service,"
-            " priority_level) VALUES (?, ?, ?, ?, ?)",
-            (name, contract, local_service, remote_service, priority_level),
-        )
+            _need(conn, "service", local_service)
+        conn.execute(conn.sql.insert_priority,
+                     (name, contract, local_service, remote_service, priority_level))
         _bump(conn)
 
-
-def drop_broker_priority(conn: sqlite3.Connection, name: str) -> None:
-    _drop_simple(conn, "sb_priorities", "broker priority", name)
+    return ddl
 
 
-def create_event_notification(
-    conn: sqlite3.Connection, name: str, queue: str, event: str, to_service: str
-) -> None:
+def drop_broker_priority(name: str) -> Callable[[Connection], None]:
+    check_name(name, "broker priority")
+    return lambda conn: _drop(conn, "broker priority", name)
+
+
+def create_event_notification(name: str, queue: str, event: str, to_service: str
+                              ) -> Callable[[Connection], None]:
     check_name(name, "event notification")
     check_name(to_service, "service")
     if event not in EVENTS:
-        raise InvalidArgumentError(
-            f"unknown event {event!r}: use {' or '.join(EVENTS)}"
-        )
-    with write(conn):
-        _create(conn, "sb_event_notifications", "event notification", name)
-        row = conn.execute("SELECT queue_id FROM sb_queues WHERE name = ?", (queue,)).fetchone()
+        raise InvalidArgumentError(f"unknown event {event!r}: use {' or '.join(EVENTS)}")
+
+    def ddl(conn: Connection) -> None:
+        sql = conn.sql
+        _create(conn, "event notification", name)
+        row = conn.query_one(sql.queue_id_by_name, (queue,))
         if row is None:
             raise NotFoundError(f"queue {queue!r} does not exist")
-        conn.execute(
-            "INSERT INTO sb_event_notifications(name, queue_id, event, to_service)"
-            " VALUES (?, ?, ?, ?)",
-            (name, row[0], event, to_service),
-        )
+        conn.execute(sql.insert_notification, (name, row[0], event, to_service))
         _bump(conn)
 
-
-def drop_event_notification(conn: sqlite3.Connection, name: str) -> None:
-    _drop_simple(conn, "sb_event_notifications", "event notification", name)
+    return ddl
 
 
-def set_option(conn: sqlite3.Connection, key: str, value: str) -> None:
-    with write(conn):
-        conn.execute("UPDATE sb_meta SET value = ? WHERE key = ?", (value, key))
+def drop_event_notification(name: str) -> Callable[[Connection], None]:
+    check_name(name, "event notification")
+    return lambda conn: _drop(conn, "event notification", name)
+
+
+def set_option(key: str, value: str) -> Callable[[Connection], None]:
+    def ddl(conn: Connection) -> None:
+        conn.execute(conn.sql.set_option, (value, key))
         _bump(conn)
+
+    return ddl

@@ -15,8 +15,6 @@ import contextlib
 import logging
 import os
 import socket
-import threading
-import weakref
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -24,9 +22,10 @@ from xml.etree import ElementTree as ET
 
 from sbroker.core import messages as m
 from sbroker.core.errors import DuplicateError
+from sbroker.engine import catalog
 
 if TYPE_CHECKING:
-    from sbroker.broker import Broker
+    from sbroker.engine.api import EngineAPI
     from sbroker.engine.transaction import Transaction
 
 log = logging.getLogger("sbroker.events")
@@ -35,9 +34,6 @@ QUEUE_ACTIVATION = "QUEUE_ACTIVATION"
 BROKER_QUEUE_DISABLED = "BROKER_QUEUE_DISABLED"
 _LIVE_STATES = ("SO", "SI", "CO")
 _MAX_REPLIES = 1000  # replies reaped per send, at most
-
-_ready: weakref.WeakSet[Broker] = weakref.WeakSet()
-_ready_lock = threading.Lock()
 
 
 def event_instance(event_type: str, *, post_time: float, database_name: str, queue_name: str,
@@ -61,43 +57,30 @@ def parse_event_instance(body: bytes | str) -> dict[str, str]:
     return {child.tag: child.text or "" for child in root}
 
 
-def ensure_service(broker: Broker, name: str, contracts: Iterable[str] = ()) -> None:
+def ensure_service(engine: EngineAPI, name: str, contracts: Iterable[str] = ()) -> None:
     """Create (idempotently, race-safe) a queue and a service both called ``name``."""
-    cat = broker.catalog
+    cat = engine.catalog()
     if name in cat.services:
         return
     if name not in cat.queues:
         with contextlib.suppress(DuplicateError):
-            broker.create_queue(name, poison_message_handling=False)
+            engine.ddl(catalog.create_queue(name, {"poison_message_handling": False}))
+            engine.listeners.altered(name)
     with contextlib.suppress(DuplicateError):
-        broker.create_service(name, name, tuple(contracts))
+        engine.ddl(catalog.create_service(name, name, tuple(contracts)), redeliver=True)
 
 
-def prepare_sender(broker: Broker, service: str) -> None:
+def prepare_sender(engine: EngineAPI, service: str) -> None:
     """Everything :func:`send_shared` needs, created before any transaction holds a lock."""
-    ensure_service(broker, service)
-    _ensure_table(broker)
+    ensure_service(engine, service)
 
 
-def create_notification_target(broker: Broker, service: str) -> None:
+def create_notification_target(engine: EngineAPI, service: str) -> None:
     """A queue and service (both ``service``) that accept event notifications."""
-    ensure_service(broker, service, (m.POST_EVENT_NOTIFICATION,))
+    ensure_service(engine, service, (m.POST_EVENT_NOTIFICATION,))
 
 
-def _ensure_table(broker: Broker) -> None:
-    with _ready_lock:
-        if broker in _ready:
-            return
-    with broker.db.connection() as conn:
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS sb_shared_dialogs"
-            " (key TEXT PRIMARY KEY, handle TEXT NOT NULL) WITHOUT ROWID"
-        )
-    with _ready_lock:
-        _ready.add(broker)
-
-
-def _reap_replies(tx: Transaction, queue: str) -> None:
+def _reap_replies(engine: EngineAPI, tx: Transaction, queue: str) -> None:
     """End our side of shared dialogs the far side ended (EndDialog / Error replies)."""
     for _ in range(_MAX_REPLIES):
         msgs = tx.receive(queue)
@@ -108,69 +91,64 @@ def _reap_replies(tx: Transaction, queue: str) -> None:
                 if msg.is_error:
                     log.warning("shared dialog failed", extra={
                         "handle": msg.conversation_handle, "error": msg.error()})
-                tx.execute("DELETE FROM sb_shared_dialogs WHERE handle = ?",
-                           (msg.conversation_handle,))
+                tx.execute(engine.store.sql.forget_shared_dialog, (msg.conversation_handle,))
                 tx.end_conversation(msg.conversation_handle)
             else:
                 log.warning("unexpected reply on a shared dialog dropped", extra={
                     "handle": msg.conversation_handle, "type": msg.message_type_name})
 
 
-def send_shared(broker: Broker, tx: Transaction, *, key: str, from_service: str,
+def send_shared(engine: EngineAPI, tx: Transaction, *, key: str, from_service: str,
                 to_service: str, contract: str, message_type: str, body: bytes) -> str:
     """Inside ``tx``: send on the live dialog kept under ``key`` (beginning one if needed).
 
     ``from_service`` must exist already (DDL cannot run while ``tx`` holds the write lock).
     """
-    _ensure_table(broker)
-    cat = broker.catalog
+    sql = engine.store.sql
+    cat = engine.catalog()
     queue = cat.queues_by_id[cat.service(from_service).queue_id].name
     # A write first: it takes the write lock, so concurrent senders on one key serialize.
-    tx.execute("UPDATE sb_shared_dialogs SET handle = handle WHERE key = ?", (key,))
-    _reap_replies(tx, queue)
-    row = tx.execute("SELECT handle FROM sb_shared_dialogs WHERE key = ?", (key,)).fetchone()
+    tx.execute(sql.lock_shared_dialog, (key,))
+    _reap_replies(engine, tx, queue)
+    row = tx.execute(sql.shared_dialog, (key,)).fetchone()
     handle: str | None = row[0] if row else None
     if handle is not None:
-        state = tx.execute(
-            "SELECT state FROM conversation_endpoints WHERE conversation_handle = ?", (handle,)
-        ).fetchone()
+        state = tx.execute(sql.endpoint_state, (handle,)).fetchone()
         if state is None or state[0] not in _LIVE_STATES:
             handle = None
     if handle is None:
         handle = tx.begin_dialog(from_service, to_service, contract)
-        tx.execute("INSERT OR REPLACE INTO sb_shared_dialogs(key, handle) VALUES (?, ?)",
-                   (key, handle))
+        tx.execute(sql.save_shared_dialog, (key, handle))
     tx.send(handle, message_type, body)
     return handle
 
 
-def shared_send(broker: Broker, *, key: str, from_service: str, to_service: str,
+def shared_send(engine: EngineAPI, *, key: str, from_service: str, to_service: str,
                 contract: str, message_type: str, body: bytes) -> str:
     """:func:`send_shared` in a transaction of its own; the dialog's handle."""
-    _ensure_table(broker)
-    with broker.transaction() as tx:
-        return send_shared(broker, tx, key=key, from_service=from_service,
+    with engine.transaction() as tx:
+        return send_shared(engine, tx, key=key, from_service=from_service,
                            to_service=to_service, contract=contract,
                            message_type=message_type, body=body)
 
 
-def post_event(broker: Broker, queue_name: str, event_type: str) -> int:
+def post_event(engine: EngineAPI, queue_name: str, event_type: str) -> int:
     """Send ``event_type`` for ``queue_name`` to every subscription; how many were sent."""
-    cat = broker.catalog
+    cat = engine.catalog()
     queue = cat.queue(queue_name)
     subs = [(name, service) for name, qid, event, service in cat.notifications
             if qid == queue.queue_id and event == event_type]
     if not subs:
         return 0
-    prepare_sender(broker, SENDER)
+    prepare_sender(engine, SENDER)
     body = event_instance(
-        event_type, post_time=broker.clock.now(), database_name=broker.db.path.stem,
-        queue_name=queue_name, broker_instance=broker.broker_instance,
+        event_type, post_time=engine.clock.now(), database_name=engine.store.location,
+        queue_name=queue_name, broker_instance=engine.broker_instance,
     )
     sent = 0
     for name, service in subs:
         try:
-            shared_send(broker, key=f"event:{name}", from_service=SENDER, to_service=service,
+            shared_send(engine, key=f"event:{name}", from_service=SENDER, to_service=service,
                         contract=m.POST_EVENT_NOTIFICATION, message_type=m.EVENT_NOTIFICATION,
                         body=body)
         except Exception:

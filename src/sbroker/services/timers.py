@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import sqlite3
-from typing import TYPE_CHECKING
-
-from sbroker.engine import dialogs
+from sbroker.engine import due
+from sbroker.engine.api import EngineAPI
+from sbroker.engine.endpoints import Context
 from sbroker.services.loop import ClockLoop
-
-if TYPE_CHECKING:
-    from sbroker.broker import Broker
-
+from sbroker.storage.ports import Connection
 
 
 class TimerService(ClockLoop):
@@ -20,19 +16,19 @@ class TimerService(ClockLoop):
     # nothing writes nothing, so other processes' readers are not woken by it).
     idle_recheck = 1.0
 
-    def __init__(self, broker: Broker) -> None:
-        super().__init__(broker.clock, "sbroker-timers")
-        self.broker = broker
+    def __init__(self, engine: EngineAPI) -> None:
+        super().__init__(engine.clock, "sbroker-timers")
+        self.engine = engine
 
     def run_once(self) -> float | None:
         """Fire everything due now; the next deadline (or None)."""
-        b = self.broker
+        engine = self.engine
 
-        def fire(conn: sqlite3.Connection) -> tuple[dialogs.Context, float | None]:
-            ctx = dialogs.Context(conn, b._catalog_for(conn), b.clock.now(), b.anti_replay)
-            return ctx, dialogs.fire_due(ctx)
+        def fire(conn: Connection) -> tuple[Context, float | None]:
+            ctx = engine.context(conn)
+            return ctx, due.fire_due(ctx)
 
-        ctx, deadline = b.db.writer.run(fire)
-        b._forget_endpoints(ctx.changed)
-        b._after_commit(ctx.ready_queues, False, set(), False)
+        ctx, deadline = engine.store.commit_path.run(fire)
+        engine.forget_endpoints(ctx.changed)
+        engine.after_commit(ctx.ready_queues, False, False)
         return deadline

@@ -37,6 +37,12 @@ class Queries(Mapping[str, str]):
         except KeyError:
             raise BrokerError(f"no SQL block named {name!r} in {self.origin}") from None
 
+    def __getattr__(self, name: str) -> str:
+        """``queries.some_name``: the same as ``queries["some_name"]``."""
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return self[name]
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._statements)
 

@@ -10,10 +10,11 @@ import os
 import threading
 from collections import deque
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sbroker.apps.scheduler import schema
 from sbroker.apps.scheduler.executor import recover_dead_tasks
+from sbroker.apps.scheduler.queries import read, sql
 from sbroker.apps.spark import (
     SparkProgress,
     Task,
@@ -24,9 +25,7 @@ from sbroker.apps.spark import (
 )
 from sbroker.core import messages as m
 from sbroker.core.errors import BrokerError, InvalidArgumentError
-
-if TYPE_CHECKING:
-    from sbroker.broker import Broker
+from sbroker.engine.api import BrokerAPI
 
 RECOVERY_SECONDS = 5.0  # while waiting, look for tasks whose executor died this often
 _names = itertools.count(1)
@@ -39,7 +38,7 @@ def _parse_time(text: str | None) -> dt.datetime | None:
 class Scheduler:
     """A caller's scheduler; use as ``with broker.scheduler() as s:``."""
 
-    def __init__(self, broker: Broker, name: str | None = None, *,
+    def __init__(self, broker: BrokerAPI, name: str | None = None, *,
                  max_concurrency: int | None = None, priority: int | None = None) -> None:
         if max_concurrency is not None and (
             isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int)
@@ -55,6 +54,7 @@ class Scheduler:
                 "the executor is not installed: call broker.install_executor() first"
             )
         self.broker = broker
+        self._sql = sql(broker)
         self.name = name or f"scheduler-{os.getpid()}-{next(_names)}"
         self.max_concurrency = max_concurrency
         self.priority = priority or 5
@@ -71,10 +71,9 @@ class Scheduler:
         with self.broker.transaction() as tx:
             self.handle = tx.begin_dialog(schema.INITIATOR_SERVICE, schema.TARGET_SERVICE,
                                           schema.CONTRACT)
-            conversation = tx._endpoint(self.handle).conversation_id
+            conversation = tx.conversation_id(self.handle)
             tx.execute(
-                "INSERT INTO Schedulers(SchedulerHandle, ConversationId, Name, Priority,"
-                " CreatedTime) VALUES (?, ?, ?, ?, ?)",
+                self._sql.add_scheduler,
                 (self.handle, conversation, self.name, self.priority,
                  dt.datetime.now(dt.UTC).isoformat()),
             )
@@ -94,7 +93,7 @@ class Scheduler:
         try:
             with self.broker.transaction() as tx:
                 tx.end_conversation(self.handle)
-                tx.execute("DELETE FROM Schedulers WHERE SchedulerHandle = ?", (self.handle,))
+                tx.execute(self._sql.drop_scheduler, (self.handle,))
         except BrokerError:
             pass  # ended already (e.g. by an administrator): nothing to release
         self.handle = None
@@ -108,13 +107,11 @@ class Scheduler:
             self._buffer.extend(self._receive_done(None))  # the seed's semaphore
         body = task_to_dict(task)
         with self.broker.transaction() as tx:
-            cur = tx.execute(
-                "INSERT INTO ExecutionLog(CallerID, SchedulerHandle, Task, QueuedTime, Pool)"
-                " VALUES (?, ?, ?, ?, ?)",
+            log_id = int(tx.execute(
+                self._sql.log_task,
                 (f"{os.getpid()}:{threading.current_thread().name}", handle, json.dumps(body),
                  dt.datetime.now(dt.UTC).isoformat(), self.name),
-            )
-            log_id = int(cur.lastrowid or 0)
+            ).fetchone()[0])
             tx.send(handle, schema.ASYNC_SENT,
                     json.dumps({"log_id": log_id, "task": body, "pool": self.name}))
         self._in_flight.add(log_id)
@@ -183,28 +180,18 @@ class Scheduler:
     # -- cancel and monitoring -----------------------------------------------------------------
     def cancel(self, log_id: int) -> None:
         """Cancel a queued or running task; its result comes back as ``cancelled``."""
-        with self.broker.transaction() as tx:
-            tx.execute(
-                "UPDATE ExecutionLog SET CancelRequested = 1"
-                " WHERE LogID = ? AND Status IN ('queued', 'running')", (log_id,),
-            )
-        state = getattr(self.broker, "_executor_state", None)
-        if state is not None:
-            state.runner.cancel(log_id)
+        cancel_task(self.broker, log_id)
 
     def started_at(self, log_id: int) -> dt.datetime | None:
         """When the task started running (None while queued)."""
-        with self.broker.db.connection() as conn:
-            row = conn.execute(
-                "SELECT StartTime, Status FROM ExecutionLog WHERE LogID = ?", (log_id,)
-            ).fetchone()
-        if row is None or row[1] == "queued":
+        rows = read(self.broker, self._sql.task_start, (log_id,))
+        if not rows or rows[0][1] == "queued":
             return None
-        return _parse_time(row[0])
+        return _parse_time(rows[0][0])
 
     def progress(self, log_id: int) -> SparkProgress | None:
         """Spark task progress of a running task, when this process runs it."""
-        state = getattr(self.broker, "_executor_state", None)
+        state = self.broker.executor_state(create=False)
         return None if state is None else state.runner.progress(log_id)
 
     def _need_handle(self) -> str:
@@ -213,8 +200,16 @@ class Scheduler:
         return self.handle
 
 
-def install_runner(broker: Broker, runner: Any) -> None:
-    """Use ``runner`` (e.g. a StubRunner) for this broker's executor instead of Spark."""
-    from sbroker.apps.scheduler.executor import ExecutorState
+def cancel_task(broker: BrokerAPI, log_id: int) -> None:
+    """Cancel a queued or running task from any process: the executor that runs it (here or
+    elsewhere) sees the request in ExecutionLog and cancels its Spark jobs."""
+    with broker.transaction() as tx:
+        tx.execute(sql(broker).request_cancel, (log_id,))
+    state = broker.executor_state(create=False)
+    if state is not None:
+        state.runner.cancel(log_id)
 
-    broker._executor_state = ExecutorState(runner)  # type: ignore[attr-defined]
+
+def install_runner(broker: BrokerAPI, runner: Any) -> None:
+    """Use ``runner`` (e.g. a StubRunner) for this broker's executor instead of Spark."""
+    broker.use_executor_runner(runner)

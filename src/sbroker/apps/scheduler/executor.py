@@ -16,12 +16,12 @@ import json
 import logging
 import os
 import threading
-import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sbroker.apps.scheduler import schema
+from sbroker.apps.scheduler.queries import read, sql
 from sbroker.apps.spark import (
     Runner,
     Task,
@@ -30,10 +30,7 @@ from sbroker.apps.spark import (
     task_to_json,
 )
 from sbroker.core import messages as m
-from sbroker.storage.sqlite.sweeper import live
-
-if TYPE_CHECKING:
-    from sbroker.broker import Broker
+from sbroker.engine.api import BrokerAPI
 
 log = logging.getLogger("sbroker.executor")
 # A reader returns after the queue stayed empty this long.  Seed 002 waits 30 s for the same
@@ -41,7 +38,6 @@ log = logging.getLogger("sbroker.executor")
 # the next stage spares that stage the ramp.  Stopping the broker ends the wait at once.
 IDLE_SECONDS = 30.0
 CANCEL_POLL_SECONDS = 0.2
-YIELD_SECONDS = 0.02  # see _let_others_write
 DIED = "the executor process died while running the task"
 
 
@@ -60,24 +56,25 @@ class ExecutorState:
     priorities: dict[str, int] = field(default_factory=dict)  # conversation id -> priority
     served: dict[str, int] = field(default_factory=dict)  # group -> when last served (a tick)
     tick: int = 0
-    yielded: float = 0.0  # when a reader last let the writer's queue go first
     watcher: threading.Thread | None = None
 
 
-def executor_state(broker: Broker) -> ExecutorState:
-    """The broker's executor state, creating a SparkRunner from the stored config if needed."""
-    state: ExecutorState | None = getattr(broker, "_executor_state", None)
-    if state is None:
-        from sbroker.apps.spark import SparkRunner
+def default_runner(broker: BrokerAPI) -> Runner:
+    """A SparkRunner on the Spark settings stored by ``install_executor``."""
+    from sbroker.apps.spark import SparkRunner
 
-        state = ExecutorState(SparkRunner(schema.load_spark_config(broker)))
-        broker._executor_state = state  # type: ignore[attr-defined]
+    return SparkRunner(schema.load_spark_config(broker))
+
+
+def executor_state(broker: BrokerAPI) -> ExecutorState:
+    """The executor state the broker owns (created on first use)."""
+    state: ExecutorState = broker.executor_state()
     return state
 
 
 def executor_procedure(ctx: Any) -> None:
     """Activation procedure: serve tasks until the queue stays empty for IDLE_SECONDS."""
-    broker: Broker = ctx.broker
+    broker: BrokerAPI = ctx.broker
     state = executor_state(broker)
     recover_dead_tasks(broker)
     worker = f"{os.getpid()}:{threading.current_thread().name}"
@@ -97,7 +94,7 @@ class Outcome:
     times: tuple[str, str] | None
 
 
-def serve(broker: Broker, state: ExecutorState, worker: str, *, wait: float,
+def serve(broker: BrokerAPI, state: ExecutorState, worker: str, *, wait: float,
           stopping: threading.Event | None = None) -> int:
     """Serve tasks until none came for ``wait`` seconds (or ``stopping`` is set); how many
     messages were handled.
@@ -123,11 +120,11 @@ def serve(broker: Broker, state: ExecutorState, worker: str, *, wait: float,
     finally:
         if outcome is not None:
             with broker.transaction() as tx:
-                _finish(tx, outcome)
+                _finish(broker, tx, outcome)
     return handled
 
 
-def serve_one(broker: Broker, state: ExecutorState, worker: str, *, wait: float) -> bool:
+def serve_one(broker: BrokerAPI, state: ExecutorState, worker: str, *, wait: float) -> bool:
     """Receive and run one task (or handle one control message); False if none came."""
     got = _take(broker, state, worker, None, wait=wait)
     if got is None:
@@ -136,40 +133,17 @@ def serve_one(broker: Broker, state: ExecutorState, worker: str, *, wait: float)
     if payload is not None:
         outcome = _run(broker, state, msg, payload)
         with broker.transaction() as tx:
-            _finish(tx, outcome)
+            _finish(broker, tx, outcome)
     return True
 
 
-# Unlocked groups of a queue with ready messages: (group, priority, order, conversation) of
-# each group's next message.  A skip scan over the groups that have messages (index
-# sb_messages_group), so it costs a few lookups per group, not a pass over every queued
-# message: a scheduler with thousands of tasks queued does not slow each take down.
-_READY_GROUPS = f"""
-WITH RECURSIVE g(id) AS (
-    SELECT (SELECT min(group_id) FROM sb_messages)
-    UNION ALL
-    SELECT (SELECT min(group_id) FROM sb_messages WHERE group_id > g.id)
-    FROM g WHERE g.id IS NOT NULL
-)
-SELECT g.id, m.priority, m.queuing_order, e.conversation_id
-FROM g JOIN sb_messages m ON m.queuing_order = (
-    SELECT queuing_order FROM sb_messages WHERE group_id = g.id AND status = 1
-        AND {live("sb_messages")}
-    ORDER BY priority DESC, conv_order, is_timer DESC, msn LIMIT 1)
-JOIN sb_endpoints e ON e.handle = m.handle
-WHERE g.id IS NOT NULL AND m.queue_id = (SELECT queue_id FROM sb_queues WHERE name = ?)
-    AND NOT EXISTS (SELECT 1 FROM sb_group_locks l WHERE l.group_id = g.id)
-"""
-
-
-def _fair_groups(tx: Any, state: ExecutorState) -> list[str]:
+def _fair_groups(broker: BrokerAPI, tx: Any, state: ExecutorState) -> list[str]:
     """The ready groups, best first (read in the taking transaction: when it holds the
     writer, this costs no read snapshot of its own)."""
-    groups = [(str(g), int(p), int(o), str(c))
-              for g, p, o, c in tx.execute(_READY_GROUPS, (schema.TARGET_QUEUE,))]
+    groups = tx.ready_groups(schema.TARGET_QUEUE)
     unknown = {conv for _, _, _, conv in groups if conv not in state.priorities}
     if unknown:
-        for conv, priority in tx.execute("SELECT ConversationId, Priority FROM Schedulers"):
+        for conv, priority in tx.execute(sql(broker).scheduler_priorities):
             state.priorities[conv] = int(priority)
     with state.lock:
         ranked = sorted(
@@ -180,17 +154,15 @@ def _fair_groups(tx: Any, state: ExecutorState) -> list[str]:
     return [g[0] for g in ranked]
 
 
-def _take(broker: Broker, state: ExecutorState, worker: str, outcome: Outcome | None, *,
+def _take(broker: BrokerAPI, state: ExecutorState, worker: str, outcome: Outcome | None, *,
           wait: float) -> tuple[m.Message, dict[str, Any] | None] | None:
     """One transaction: record ``outcome`` (if any), then take the next message fairly and
     mark its task running.  None when no message came (the outcome is recorded anyway)."""
     got = None
-    if outcome is not None:
-        _let_others_write(broker, state)
     with broker.transaction() as tx:
         if outcome is not None:
-            _finish(tx, outcome)  # first: the writer is held, the reads below join it
-        for group in [*_fair_groups(tx, state), None]:
+            _finish(broker, tx, outcome)  # first: the writer is held, reads below join it
+        for group in [*_fair_groups(broker, tx, state), None]:
             msgs = tx.receive(schema.TARGET_QUEUE, top=1, conversation_group_id=group)
             if msgs:
                 got = _started(broker, tx, worker, msgs[0])
@@ -215,34 +187,7 @@ def _take(broker: Broker, state: ExecutorState, worker: str, outcome: Outcome | 
     return got
 
 
-def _let_others_write(broker: Broker, state: ExecutorState) -> None:
-    """Serve the writer's queue before holding the writer again: before every take while
-    several schedulers are being served, else at most every YIELD_SECONDS (each turn lets
-    the one scheduler take whatever few results are ready: a turn on every task doubled its
-    CPU per task, while its results are worth taking in batches).
-
-    The take below holds the writer for its whole transaction (its first statement is an
-    application write), and a reader serving a backlog comes back for it at once: without
-    this, a scheduler's RECEIVE or COMMIT queued in the writer (group commit) waits while
-    the readers hand the writer to each other (0.4-1 s for 3 tasks behind 1,000 in
-    bench.scheduler's fairness run).  An empty batch leads the queue: what is waiting runs
-    with it; when nothing waits it costs an empty batch (about 30 us).  It takes no lock,
-    so it is lazy: an open lazy transaction stays open.  (The engine's writer could do
-    this itself: ``acquire_exclusive`` does not wait for items queued in ``run``.)
-    """
-    now = time.monotonic()
-    with state.lock:
-        if len(state.served) < 2 and now - state.yielded < YIELD_SECONDS:
-            return
-        state.yielded = now
-    broker.db.writer.run(_nothing, durable=False, lazy=True)
-
-
-def _nothing(conn: Any) -> None:
-    return None
-
-
-def _started(broker: Broker, tx: Any, worker: str,
+def _started(broker: BrokerAPI, tx: Any, worker: str,
              msg: m.Message) -> tuple[m.Message, dict[str, Any] | None]:
     """Handle a received message inside its transaction: mark its task running (payload
     returned), or end the dialog / cancel the task (None returned)."""
@@ -251,21 +196,19 @@ def _started(broker: Broker, tx: Any, worker: str,
         return msg, None
     payload: dict[str, Any] = msg.json()
     log_id = int(payload["log_id"])
+    q = sql(broker)
     started = tx.execute(
-        "UPDATE ExecutionLog SET Status = 'running', StartTime = ?, Worker = ?,"
-        " WorkerSession = ?, TargetHandle = ? WHERE LogID = ? AND Status = 'queued'"
-        " AND CancelRequested = 0",
-        (_now(), worker, broker.session_id, msg.conversation_handle, log_id),
+        q.mark_started, (_now(), worker, broker.session_id, msg.conversation_handle, log_id),
     ).rowcount
     if started:
         return msg, payload
-    row = tx.execute("SELECT 1 FROM ExecutionLog WHERE LogID = ?", (log_id,)).fetchone()
+    row = tx.execute(q.task_exists, (log_id,)).fetchone()
     why = "the task was removed" if row is None else "cancelled before it started"
-    _finish(tx, Outcome(msg.conversation_handle, log_id, "cancelled", None, why, [], None))
+    _finish(broker, tx, Outcome(msg.conversation_handle, log_id, "cancelled", None, why, [], None))
     return msg, None
 
 
-def _run(broker: Broker, state: ExecutorState, msg: m.Message,
+def _run(broker: BrokerAPI, state: ExecutorState, msg: m.Message,
          payload: dict[str, Any]) -> Outcome:
     """Run the task outside any transaction; never raises for the task's own failure."""
     log_id = int(payload["log_id"])
@@ -290,12 +233,11 @@ def _run(broker: Broker, state: ExecutorState, msg: m.Message,
     return Outcome(msg.conversation_handle, log_id, status, value, error, job_ids, (start, end))
 
 
-def _finish(tx: Any, outcome: Outcome) -> None:
+def _finish(broker: BrokerAPI, tx: Any, outcome: Outcome) -> None:
     """Record the outcome in ExecutionLog and send AsyncDone (in the caller's transaction)."""
     start, end = outcome.times or (None, _now())
     tx.execute(
-        "UPDATE ExecutionLog SET Status = ?, EndTime = ?, Error = ?, SparkJobIds = ?,"
-        " Value = ?, StartTime = COALESCE(StartTime, ?) WHERE LogID = ?",
+        sql(broker).mark_finished,
         (outcome.status, end, outcome.error, json.dumps(outcome.job_ids),
          json.dumps(outcome.value), start or end, outcome.log_id),
     )
@@ -305,7 +247,7 @@ def _finish(tx: Any, outcome: Outcome) -> None:
     }))
 
 
-def _ensure_watcher(broker: Broker, state: ExecutorState) -> None:
+def _ensure_watcher(broker: BrokerAPI, state: ExecutorState) -> None:
     """A thread that passes cancel requests made by other processes to the runner."""
     with state.lock:
         if state.watcher is not None and state.watcher.is_alive():
@@ -315,7 +257,7 @@ def _ensure_watcher(broker: Broker, state: ExecutorState) -> None:
         state.watcher.start()
 
 
-def _watch_cancels(broker: Broker, state: ExecutorState) -> None:
+def _watch_cancels(broker: BrokerAPI, state: ExecutorState) -> None:
     stop = threading.Event()
     done: set[int] = set()
     while True:
@@ -323,13 +265,8 @@ def _watch_cancels(broker: Broker, state: ExecutorState) -> None:
             running = list(state.running_logs)
         if not running:
             return
-        marks = ",".join("?" * len(running))
         try:
-            with broker.db.connection() as conn:
-                rows = conn.execute(
-                    f"SELECT LogID FROM ExecutionLog WHERE CancelRequested = 1"
-                    f" AND LogID IN ({marks})", running,
-                ).fetchall()
+            rows = read(broker, sql(broker).cancel_requested, (json.dumps(running),))
         except Exception:  # the broker is closing
             return
         for (log_id,) in rows:
@@ -339,21 +276,19 @@ def _watch_cancels(broker: Broker, state: ExecutorState) -> None:
         stop.wait(CANCEL_POLL_SECONDS)
 
 
-def recover_dead_tasks(broker: Broker) -> int:
+def recover_dead_tasks(broker: BrokerAPI) -> int:
     """Report as failed the tasks whose executor process died; how many there were."""
-    with broker.db.connection() as conn:
-        broker.reap_dead_sessions(conn, force=True)
-        rows = conn.execute(
-            "SELECT LogID, TargetHandle FROM ExecutionLog WHERE Status = 'running'"
-            " AND WorkerSession NOT IN (SELECT session_id FROM sb_sessions)"
-        ).fetchall()
+    q = sql(broker)
+    running = read(broker, q.running_tasks)
+    if not running:
+        return 0
+    alive = {row["session_id"] for row in broker.view("dm_broker_sessions")}  # reaps first
+    rows = [(log_id, handle) for log_id, handle, session in running if session not in alive]
     for log_id, handle in rows:
         with broker.transaction() as tx:
-            still = tx.execute(
-                "SELECT 1 FROM ExecutionLog WHERE LogID = ? AND Status = 'running'", (log_id,)
-            ).fetchone()
+            still = tx.execute(q.still_running, (log_id,)).fetchone()
             if still and handle:
-                _finish(tx, Outcome(handle, log_id, "failed", None, DIED, [], None))
+                _finish(broker, tx, Outcome(handle, log_id, "failed", None, DIED, [], None))
     return len(rows)
 
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from sbroker.engine.catalog import Activation
+from sbroker.apps.scheduler.queries import read, sql
+from sbroker.core.catalog import Activation
+from sbroker.engine.api import BrokerAPI
 
 if TYPE_CHECKING:
-    from sbroker.apps.spark import SparkConfig
-    from sbroker.broker import Broker
+    from sbroker.apps.spark import Runner, SparkConfig
 
 ASYNC_SENT = "AsyncSent"
 ASYNC_DONE = "AsyncDone"
@@ -20,43 +21,11 @@ INITIATOR_SERVICE = "ServiceAsyncInitiator"
 TARGET_SERVICE = "ServiceAsyncTarget"
 PROCEDURE = "sbroker.apps.scheduler.executor:executor_procedure"
 
-TABLES = (
-    """CREATE TABLE IF NOT EXISTS ExecutionLog (
-        LogID INTEGER PRIMARY KEY AUTOINCREMENT,
-        CallerID TEXT NOT NULL,
-        SchedulerHandle TEXT NOT NULL,
-        Worker TEXT,
-        WorkerSession INTEGER,
-        Task TEXT NOT NULL,
-        QueuedTime TEXT NOT NULL,
-        StartTime TEXT,
-        EndTime TEXT,
-        Status TEXT NOT NULL DEFAULT 'queued',
-        Error TEXT,
-        SparkJobIds TEXT,
-        Value TEXT,
-        Pool TEXT,
-        CancelRequested INTEGER NOT NULL DEFAULT 0,
-        TargetHandle TEXT
-    )""",
-    """CREATE TABLE IF NOT EXISTS Schedulers (
-        SchedulerHandle TEXT PRIMARY KEY,
-        ConversationId TEXT NOT NULL,
-        Name TEXT NOT NULL,
-        Priority INTEGER NOT NULL DEFAULT 5,
-        CreatedTime TEXT NOT NULL
-    )""",
-    "CREATE INDEX IF NOT EXISTS ExecutionLog_open ON ExecutionLog(Status)"
-    " WHERE Status IN ('queued', 'running')",
-    """CREATE VIEW IF NOT EXISTS ExecutionStatus AS
-        SELECT Worker, LogID, CallerID, SchedulerHandle, Pool, StartTime, Task
-        FROM ExecutionLog WHERE Status = 'running'""",
-    "CREATE TABLE IF NOT EXISTS ExecutorSettings (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-)
 
-
-def install(broker: Broker, *, max_queue_readers: int, spark: SparkConfig | None) -> None:
-    """Create (idempotently) message types, contract, queues, services, tables and view."""
+def install(broker: BrokerAPI, *, max_queue_readers: int, spark: SparkConfig | None,
+            runner: Runner | None = None) -> None:
+    """Create (idempotently) message types, contract, queues and services (the tables and
+    the view come with the database: migration 0005), and store the Spark settings."""
     from sbroker.apps.scheduler.executor import executor_procedure
 
     cat = broker.catalog
@@ -79,12 +48,9 @@ def install(broker: Broker, *, max_queue_readers: int, spark: SparkConfig | None
     if TARGET_SERVICE not in cat.services:
         broker.create_service(TARGET_SERVICE, TARGET_QUEUE, [CONTRACT])
     with broker.transaction() as tx:
-        for statement in TABLES:
-            tx.execute(statement)
-        tx.execute(
-            "INSERT OR REPLACE INTO ExecutorSettings(key, value) VALUES ('spark', ?)",
-            (json.dumps(_spark_dict(spark)),),
-        )
+        tx.execute(sql(broker).save_setting, ("spark", json.dumps(_spark_dict(spark))))
+    if runner is not None:
+        broker.use_executor_runner(runner)
 
 
 def _spark_dict(spark: SparkConfig | None) -> dict[str, object] | None:
@@ -94,12 +60,12 @@ def _spark_dict(spark: SparkConfig | None) -> dict[str, object] | None:
             "app_name": spark.app_name}
 
 
-def load_spark_config(broker: Broker) -> SparkConfig:
+def load_spark_config(broker: BrokerAPI) -> SparkConfig:
     """The SparkConfig stored by ``install_executor`` (local mode when none was given)."""
     from sbroker.apps.spark import SparkConfig
 
-    rows = broker.view("ExecutorSettings")
-    stored = next((json.loads(r["value"]) for r in rows if r["key"] == "spark"), None)
+    rows = read(broker, sql(broker).setting, ("spark",))
+    stored = json.loads(rows[0][0]) if rows else None
     if not stored:
         return SparkConfig()
     return SparkConfig(master=stored["master"], remote=stored["remote"], conf=stored["conf"],

@@ -16,14 +16,11 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
 
 from sbroker.core import messages as m
-from sbroker.core.errors import InvalidArgumentError
+from sbroker.core.errors import DuplicateError, InvalidArgumentError
 from sbroker.engine import events
-
-if TYPE_CHECKING:
-    from sbroker.broker import Broker
+from sbroker.engine.api import BrokerAPI
 
 log = logging.getLogger("sbroker.activator")
 ANY_QUEUE = "*"
@@ -51,9 +48,9 @@ def _argv(command: str | Sequence[str]) -> list[str]:
 class ExternalActivator:
     """Starts ``commands[queue]`` (or ``commands["*"]``) when the queue's activation is notified."""
 
-    def __init__(self, broker: Broker, notification_queue: str,
+    def __init__(self, broker: BrokerAPI, notification_queue: str,
                  commands: Mapping[str, str | Sequence[str]], *, max_per_queue: int = 1,
-                 env: Mapping[str, str] | None = None,
+                 env: Mapping[str, str] | None = None, database: str = "",
                  popen: Callable[..., subprocess.Popen[bytes]] = subprocess.Popen) -> None:
         if isinstance(max_per_queue, bool) or not isinstance(max_per_queue, int) \
                 or max_per_queue < 1:
@@ -65,6 +62,7 @@ class ExternalActivator:
         self.commands = {queue: _argv(cmd) for queue, cmd in commands.items()}
         self.max_per_queue = max_per_queue
         self.env = dict(os.environ if env is None else env)
+        self.database = database  # what the children get as SBROKER_DATABASE
         self._popen = popen
         self.children: dict[str, list[subprocess.Popen[bytes]]] = {}
         self.stats = ActivatorStats()
@@ -117,7 +115,7 @@ class ExternalActivator:
             log.info("activation not needed", extra={
                 "queue": queue, "running": len(procs), "configured": argv is not None})
             return 0
-        env = dict(self.env, SBROKER_DATABASE=str(self.broker.db.path), SBROKER_QUEUE=queue)
+        env = dict(self.env, SBROKER_DATABASE=self.database, SBROKER_QUEUE=queue)
         proc = self._popen(argv, env=env)
         procs.append(proc)
         self.stats.started += 1
@@ -152,49 +150,20 @@ class ExternalActivator:
         self.reap()
 
 
-def subscribe(broker: Broker, notification_queue: str, queues: Sequence[str]) -> None:
+def subscribe(broker: BrokerAPI, notification_queue: str, queues: Sequence[str]) -> None:
     """Create (idempotently) the notification queue/service and a QUEUE_ACTIVATION event
     notification named ``sbroker-activator:<queue>`` for each queue."""
-    events.create_notification_target(broker, notification_queue)
-    existing = {name for name, _, _, _ in broker.catalog.notifications}
+    cat = broker.catalog
+    with contextlib.suppress(DuplicateError):
+        if notification_queue not in cat.queues:
+            broker.create_queue(notification_queue, poison_message_handling=False)
+    with contextlib.suppress(DuplicateError):
+        if notification_queue not in cat.services:
+            broker.create_service(notification_queue, notification_queue,
+                                  [m.POST_EVENT_NOTIFICATION])
+    existing = {name for name, _, _, _ in cat.notifications}
     for queue in queues:
         name = f"sbroker-activator:{queue}"
         if name not in existing:
             broker.create_event_notification(
                 name, queue, events.QUEUE_ACTIVATION, notification_queue)
-
-
-def run_activator(database: str | os.PathLike[str], notification_queue: str,
-                  commands: Mapping[str, str | Sequence[str]], *, max_per_queue: int = 1,
-                  monitor_interval: float = 5.0, start_monitors: bool = True,
-                  setup: bool = True, stop: threading.Event | None = None,
-                  poll_seconds: float = 1.0, terminate_timeout: float = 10.0,
-                  **open_options: Any) -> ActivatorStats:
-    """``sbroker activator``: run until ``stop`` is set (the CLI sets it on SIGINT/SIGTERM).
-
-    ``start_monitors`` runs this process's monitors of externally activated queues (turn off
-    if another started broker, such as ``sbroker serve``, runs them); ``setup`` creates the
-    notification queue, service and subscriptions for the named queues.  Children still
-    running at the end get SIGTERM.
-    """
-    from sbroker.broker import Broker
-
-    stop = stop or threading.Event()
-    broker = Broker.open(database, monitor_interval=monitor_interval, **open_options)
-    activator: ExternalActivator | None = None
-    try:
-        if setup:
-            subscribe(broker, notification_queue, [q for q in commands if q != ANY_QUEUE])
-        activator = ExternalActivator(broker, notification_queue, commands,
-                                      max_per_queue=max_per_queue)
-        if start_monitors:
-            broker._activation.internal = False  # internal activation is its owner's business
-            broker.start()
-        log.info("activator running", extra={
-            "database": str(database), "queue": notification_queue, "max": max_per_queue})
-        activator.run(stop, poll_seconds=poll_seconds)
-        return activator.stats
-    finally:
-        if activator is not None:
-            activator.terminate(terminate_timeout)
-        broker.close()

@@ -2,69 +2,44 @@
 
 The engine's hooks (message arrival, RECEIVE, waiting sessions, rollback, ALTER QUEUE) record
 facts and wake the service; each pass re-evaluates the monitors (also every
-``monitor_interval`` seconds on the broker's clock, and, on the system clock, when another
-process commits) and starts procedure instances in worker threads or posts QUEUE_ACTIVATION
-event notifications.  A queue with internal activation on is served by its procedure; a
-queue without it but with a QUEUE_ACTIVATION subscription is activated externally.  The
+``monitor_interval`` seconds on the broker's clock, and when the store's change feed
+says another process committed) and starts procedure instances in worker threads or posts
+QUEUE_ACTIVATION event notifications.  A queue with internal activation on is served by its
+procedure; a queue without it but with a QUEUE_ACTIVATION subscription is activated
+externally.  The
 monitors' facts about waiting sessions and empty results are this process's; one started
 broker per database should run the monitors (two would both activate).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import itertools
-import json
 import logging
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from sbroker.core.clock import SystemClock
+from sbroker.core.catalog import Queue
 from sbroker.core.errors import InvalidArgumentError
 from sbroker.engine import stopping
-from sbroker.engine.catalog import Queue
-from sbroker.engine.hooks import EngineHooks
+from sbroker.engine.api import BrokerAPI, EngineAPI
+from sbroker.engine.listeners import Listener
 from sbroker.services.activation.monitor import EXTERNAL, INTERNAL, Monitor
 from sbroker.services.loop import ClockLoop
-from sbroker.storage.sqlite.sweeper import live
-
-if TYPE_CHECKING:
-    from sbroker.broker import Broker
+from sbroker.storage.ports import Connection
 
 log = logging.getLogger("sbroker.activation")
 CROSS_PROCESS_POLL = 0.02  # seconds between checks for commits by other processes
 STOP_TIMEOUT = 10.0  # how long broker.stop() waits for activated procedures to return
 PUBLISH_SECONDS = 0.5  # monitor rows reach the database at most this often (views: at once)
 
-_TASK_ROW = (
-    "INSERT OR REPLACE INTO sb_activated_tasks(session_id, task_id, queue_id, procedure_name,"
-    " started_at, thread_name) VALUES (?, ?, ?, ?, ?, ?)"
-)
-_TASK_GONE = "DELETE FROM sb_activated_tasks WHERE session_id = ? AND task_id = ?"
-_MONITOR_ROW = (
-    "INSERT OR REPLACE INTO sb_queue_monitors(session_id, queue_id, activation_kind, state,"
-    " last_empty_rowset_time, last_activated_time, tasks_waiting, tasks_running,"
-    " tasks_started, tasks_failed, notifications_sent, last_error)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
-_MONITORS_GONE = "DELETE FROM sb_queue_monitors WHERE session_id = ?"
-_MONITOR_GONE = "DELETE FROM sb_queue_monitors WHERE session_id = ? AND queue_id = ?"
 _MONITOR_FIELDS = ("queue_id", "activation_kind", "state", "last_empty_rowset_time",
                    "last_activated_time", "tasks_waiting", "tasks_running", "tasks_started",
                    "tasks_failed", "notifications_sent", "last_error")
-
-_LOOK = (  # (any ready message, any ready message in a group no transaction holds)
-    "SELECT EXISTS (SELECT 1 FROM sb_messages m WHERE m.queue_id = ?1 AND m.status = 1"
-    f" AND {live('m')}),"
-    " EXISTS (SELECT 1 FROM sb_messages m WHERE m.queue_id = ?1 AND m.status = 1"
-    f" AND {live('m')}"
-    " AND NOT EXISTS (SELECT 1 FROM sb_group_locks l WHERE l.group_id = m.group_id)"
-    " AND m.group_id NOT IN (SELECT value FROM json_each(?2)))"  # locks not written yet
-)
 
 
 @dataclass
@@ -72,7 +47,7 @@ class ActivationContext:
     """What an activated procedure gets: ``procedure(ctx)``.  Return when the queue stays
     empty; return soon once ``stopping`` is set (the broker is stopping)."""
 
-    broker: Broker
+    broker: BrokerAPI
     queue: str
     task_id: int
     stopping: threading.Event = field(default_factory=threading.Event)
@@ -107,9 +82,11 @@ def resolve_procedure(procedure: Callable[..., Any] | str) -> Callable[..., Any]
 class ActivationService(ClockLoop):
     """Queue monitors, activated tasks, and the two dynamic views that show them."""
 
-    def __init__(self, broker: Broker) -> None:
-        super().__init__(broker.clock, "sbroker-activation")
-        self.broker = broker
+    def __init__(self, engine: EngineAPI, facade: BrokerAPI, monitor_interval: float) -> None:
+        super().__init__(engine.clock, "sbroker-activation")
+        self.engine = engine
+        self.facade = facade  # what activated procedures get as ctx.broker
+        self.monitor_interval = monitor_interval
         self.lock = threading.RLock()
         self._changed = threading.Condition(self.lock)
         self.stop_timeout = STOP_TIMEOUT
@@ -120,20 +97,20 @@ class ActivationService(ClockLoop):
         self._task_ids = itertools.count(1)
         self._dirty = True
         self._next_due = 0.0
-        self._poll_conn: sqlite3.Connection | None = None
-        self._data_version: int | None = None
+        self._watching = contextlib.ExitStack()  # the change feed's watch while running
         self._published: dict[int, tuple[Any, ...]] = {}  # queue -> the row in the database
         self._published_at = 0.0
         self._publish_lock = threading.Lock()
-        broker.hooks = _Hooks(self)
-        broker.register_view_refresher("dm_broker_queue_monitors", self.publish)
+        engine.listeners.add(_Hooks(self))
+        engine.views.before_read(["dm_broker_queue_monitors"], self.publish)
+        engine.store.feed.subscribe(self._changed_elsewhere, min_interval=CROSS_PROCESS_POLL)
 
     # -- facts ------------------------------------------------------------------------------
     def monitor(self, queue_id: int) -> Monitor:
         """The monitor record of a queue (created on first mention); call with ``lock`` held."""
         mon = self._monitors.get(queue_id)
         if mon is None:
-            cat = self.broker._catalog  # no database access here: hooks call this
+            cat = self.engine.current_catalog  # no database access here: hooks call this
             q = cat.queues_by_id.get(queue_id) if cat is not None else None
             mon = Monitor(queue_id, q.name if q else f"#{queue_id}")
             self._monitors[queue_id] = mon
@@ -156,8 +133,8 @@ class ActivationService(ClockLoop):
         ids = tuple(queue_ids)
         if not ids:
             return False
-        now = self.broker.clock.now()
-        interval = self.broker.monitor_interval
+        now = self.engine.clock.now()
+        interval = self.monitor_interval
         with self.lock:
             for qid in ids:
                 if qid not in self._monitored:
@@ -191,34 +168,35 @@ class ActivationService(ClockLoop):
         with self._publish_lock:
             if rows == self._published:
                 return
-            now = time.monotonic()
+            now = self.clock.monotonic()
             if not force and now - self._published_at < PUBLISH_SECONDS:
                 return
-            session = self.broker.session_id
+            session = self.engine.session_id
             gone = [q for q in self._published if q not in rows]
             changed = [(session, *row) for q, row in rows.items()
                        if self._published.get(q) != row]
 
-            def write(conn: sqlite3.Connection) -> None:
+            def write(conn: Connection) -> None:
                 if not rows:
-                    conn.execute(_MONITORS_GONE, (session,))
+                    conn.execute(conn.sql.drop_session_monitors, (session,))
                     return
-                conn.executemany(_MONITOR_GONE, [(session, q) for q in gone])
-                conn.executemany(_MONITOR_ROW, changed)
+                conn.executemany(conn.sql.drop_monitor, [(session, q) for q in gone])
+                conn.executemany(conn.sql.save_monitor, changed)
 
-            self.broker.db.writer.run(write, durable=False)
+            self.engine.store.commit_path.run(write, durable=False)
             self._published = rows
             self._published_at = now
 
     def _publish_task(self, task: _Task, *, running: bool) -> None:
-        session = self.broker.session_id
+        session = self.engine.session_id
+        run = self.engine.store.commit_path.run
         if running:
             row = (session, task.task_id, task.queue_id, task.procedure_name, task.started_at,
                    task.thread.name if task.thread else None)
-            self.broker.db.writer.run(lambda conn: conn.execute(_TASK_ROW, row), durable=False)
+            run(lambda conn: conn.execute(conn.sql.save_activated_task, row), durable=False)
         else:
-            self.broker.db.writer.run(
-                lambda conn: conn.execute(_TASK_GONE, (session, task.task_id)), durable=False)
+            run(lambda conn: conn.execute(conn.sql.drop_activated_task, (session, task.task_id)),
+                durable=False)
 
     # -- lifecycle --------------------------------------------------------------------------
     def start(self) -> None:
@@ -226,6 +204,8 @@ class ActivationService(ClockLoop):
         with self.lock:
             for mon in self._monitors.values():
                 mon.seen_empty = True
+        # While running, other processes' commits matter: keep the change feed looking.
+        self._watching.enter_context(self.engine.store.feed.watch())
         super().start()
 
     def stop(self) -> None:
@@ -237,8 +217,8 @@ class ActivationService(ClockLoop):
         for task in tasks:
             task.ctx.stopping.set()
         if tasks:
-            self.broker.notifier.bump()  # a procedure waiting in RECEIVE stops waiting
-        end = time.monotonic() + self.stop_timeout
+            self.engine.notifier.bump()  # a procedure waiting in RECEIVE stops waiting
+        end = time.monotonic() + self.stop_timeout  # real time: threads join in real time
         for task in tasks:
             if task.thread is not None:
                 task.thread.join(max(0.0, end - time.monotonic()))
@@ -247,40 +227,30 @@ class ActivationService(ClockLoop):
         if left:
             log.warning("activated procedures still running after stop",
                         extra={"task_ids": left, "timeout": self.stop_timeout})
-        if self._poll_conn is not None:
-            self.broker.db.release(self._poll_conn)
-            self._poll_conn = None
-            self._data_version = None
+        self._watching.close()
         self.publish()  # no monitor rows while stopped
 
     # -- the monitor pass ---------------------------------------------------------------------
-    def _changed_elsewhere(self) -> bool:
-        """Whether some other connection committed since the last look (system clock only)."""
-        if not isinstance(self.clock, SystemClock):
-            return False
-        if self._poll_conn is None:
-            self._poll_conn = self.broker.db.acquire()
-        version = int(self._poll_conn.execute("PRAGMA data_version").fetchone()[0])
-        changed = version != self._data_version
-        self._data_version = version
-        return changed
+    def _changed_elsewhere(self) -> None:
+        """The change feed: some other connection committed (another process, or a commit
+        of this one by another connection): look again."""
+        self._dirty = True
+        if self.running:
+            self.wake()
 
     def run_once(self) -> float | None:
         now = self.clock.now()
-        poll = isinstance(self.clock, SystemClock)
-        changed = self._changed_elsewhere()
-        if not (self._dirty or changed or now >= self._next_due):
-            return min(self._next_due, now + CROSS_PROCESS_POLL) if poll else self._next_due
+        if not (self._dirty or now >= self._next_due):
+            return self._next_due
         self._dirty = False
         self._next_due = self.evaluate(now)
         self.publish(force=False)
-        return min(self._next_due, now + CROSS_PROCESS_POLL) if poll else self._next_due
+        return self._next_due
 
     def evaluate(self, now: float) -> float:
         """Re-evaluate every monitor; starts readers / posts notifications.  Next due time."""
-        b = self.broker
-        interval = b.monitor_interval
-        cat = b.catalog
+        interval = self.monitor_interval
+        cat = self.engine.catalog()
         notified = {qid for _, qid, event, _ in cat.notifications if event == "QUEUE_ACTIVATION"}
         monitored: dict[int, tuple[Queue, str]] = {}
         for q in cat.queues.values():
@@ -320,16 +290,17 @@ class ActivationService(ClockLoop):
         return next_due
 
     def _look(self, queue_id: int) -> tuple[bool, bool]:
-        lazy = json.dumps(self.broker.db.writer.lazy_groups())
-        with self.broker.db.connection() as conn:
-            ready, available = conn.execute(_LOOK, (queue_id, lazy)).fetchone()
+        store = self.engine.store
+        pending = store.pending_locks()
+        with store.read() as conn:
+            ready, available = conn.execute(conn.sql.queue_look, (queue_id, pending)).fetchone()
         return bool(ready), bool(available)
 
     def _notify(self, q: Queue, mon: Monitor) -> None:
         from sbroker.engine import events
 
         try:
-            sent = events.post_event(self.broker, q.name, "QUEUE_ACTIVATION")
+            sent = events.post_event(self.engine, q.name, "QUEUE_ACTIVATION")
         except Exception as exc:
             log.exception("QUEUE_ACTIVATION notification failed", extra={"queue": q.name})
             with self.lock:
@@ -343,7 +314,7 @@ class ActivationService(ClockLoop):
     def _new_task(self, q: Queue, mon: Monitor, now: float) -> _Task:
         task_id = next(self._task_ids)
         task = _Task(task_id, q.queue_id, q.name, q.activation_procedure or "?", now,
-                     ActivationContext(self.broker, q.name, task_id))
+                     ActivationContext(self.facade, q.name, task_id))
         self._tasks[task_id] = task
         mon.tasks_running += 1
         mon.tasks_started += 1
@@ -362,7 +333,7 @@ class ActivationService(ClockLoop):
     def _run_task(self, task: _Task) -> None:
         error: str | None = None
         try:
-            procedure = self.broker._procedures.get(task.queue_name, task.procedure_name)
+            procedure = self.engine.procedures.get(task.queue_name, task.procedure_name)
             with stopping.bound(task.ctx.stopping):
                 resolve_procedure(procedure)(task.ctx)
         except Exception as exc:
@@ -389,7 +360,7 @@ class ActivationService(ClockLoop):
                 self.touch((task.queue_id,))
 
 
-class _Hooks(EngineHooks):
+class _Hooks(Listener):
     """Engine callbacks: record the fact, wake the monitor pass; never touch the database."""
 
     def __init__(self, service: ActivationService) -> None:
@@ -400,7 +371,7 @@ class _Hooks(EngineHooks):
 
     def received(self, queue_id: int, *, empty: bool) -> None:
         s = self.s
-        now = s.broker.clock.now()
+        now = s.engine.clock.now()
         with s.lock:
             s.monitor(queue_id).note_receive(now, empty=empty)
         s.touch((queue_id,))

@@ -1,16 +1,16 @@
 """The broker endpoint (SPEC §7): its options, stored in a table of its own (one row), and
-the network tables, created idempotently the first time an endpoint is configured."""
+which session runs it."""
 
 from __future__ import annotations
 
 import json
-import sqlite3
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from sbroker.core.errors import DuplicateError, InvalidArgumentError, NotFoundError
-from sbroker.storage.sqlite.connector import process_alive, write
+from sbroker.storage.ports import Connection
 
 ENCRYPTION = ("required", "supported", "disabled")
 #: Extra keyword options of create_endpoint / alter_endpoint (protocol and transmitter tunables).
@@ -22,45 +22,6 @@ TUNABLES: dict[str, type] = {
     "starvation_seconds": float,  # a waiting low-priority message goes first after this long
     "max_in_flight": int,  # messages handed to the protocol core but not yet acknowledged
 }
-
-SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS sb_net_endpoint (
-        id INTEGER PRIMARY KEY CHECK (id = 1),
-        options TEXT NOT NULL,
-        listening_port INTEGER,
-        owner_session INTEGER  -- the broker session (process) running the endpoint
-    )""",
-    # Messages this instance sends that belong to no local endpoint: forwarded ones, and the
-    # errors a refused first message gets back (unknown service, contract not supported).
-    """CREATE TABLE IF NOT EXISTS sb_net_outbox (
-        id INTEGER PRIMARY KEY,
-        conversation_id TEXT NOT NULL,
-        from_initiator INTEGER NOT NULL,
-        msn INTEGER NOT NULL,
-        from_service TEXT NOT NULL,
-        to_service TEXT NOT NULL,
-        contract TEXT NOT NULL,
-        message_type TEXT NOT NULL,
-        body BLOB NOT NULL,
-        priority INTEGER NOT NULL,
-        origin_instance TEXT,
-        target_instance TEXT,
-        expires_at REAL,
-        enqueued_at REAL NOT NULL,
-        transmission_status TEXT NOT NULL DEFAULT ''
-    )""",
-    # Receive state of dialog directions with no local endpoint: forwarded, or refused (kept
-    # for the anti-replay window so that the rest of a refused conversation is dropped).
-    """CREATE TABLE IF NOT EXISTS sb_net_inbound (
-        conversation_id TEXT NOT NULL,
-        from_initiator INTEGER NOT NULL,
-        next_seq INTEGER NOT NULL,
-        refused INTEGER NOT NULL DEFAULT 0,
-        delete_after REAL NOT NULL,
-        PRIMARY KEY (conversation_id, from_initiator)
-    ) WITHOUT ROWID""",
-)
-
 
 @dataclass(frozen=True)
 class EndpointConfig:
@@ -133,46 +94,30 @@ def _options(raw: dict[str, Any]) -> EndpointConfig:
     return EndpointConfig(**base, tunables=tunables)
 
 
-def ensure_schema(conn: sqlite3.Connection) -> None:
-    with write(conn):
-        for statement in SCHEMA:
-            conn.execute(statement)
-
-
-def _has_table(conn: sqlite3.Connection) -> bool:
-    row = conn.execute(
-        "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'sb_net_endpoint'"
-    ).fetchone()
-    return row is not None
-
-
-def load(conn: sqlite3.Connection) -> EndpointConfig | None:
+# The endpoint's row: each function runs inside a write transaction of the engine.
+def load(conn: Connection) -> EndpointConfig | None:
     """The configured endpoint, or None."""
-    if not _has_table(conn):
-        return None
-    row = conn.execute("SELECT options FROM sb_net_endpoint WHERE id = 1").fetchone()
+    row = conn.query_one(conn.sql.endpoint_options)
     return None if row is None else _options(json.loads(row[0]))
 
 
-def _save(conn: sqlite3.Connection, cfg: EndpointConfig) -> None:
-    conn.execute(
-        "INSERT INTO sb_net_endpoint(id, options) VALUES (1, ?)"
-        " ON CONFLICT(id) DO UPDATE SET options = excluded.options",
-        (json.dumps(asdict(cfg)),),
-    )
+def _save(conn: Connection, cfg: EndpointConfig) -> None:
+    conn.execute(conn.sql.save_endpoint_options, (json.dumps(asdict(cfg)),))
 
 
-def create(conn: sqlite3.Connection, host: str, port: int, options: dict[str, Any]) -> None:
+def create(host: str, port: int, options: dict[str, Any]) -> Callable[[Connection], None]:
     cfg = _options({"host": host, "port": port, **options})
-    ensure_schema(conn)
-    with write(conn):
-        if conn.execute("SELECT 1 FROM sb_net_endpoint").fetchone() is not None:
+
+    def ddl(conn: Connection) -> None:
+        if load(conn) is not None:
             raise DuplicateError("the broker endpoint already exists: use alter_endpoint")
         _save(conn, cfg)
 
+    return ddl
 
-def alter(conn: sqlite3.Connection, options: dict[str, Any]) -> EndpointConfig:
-    with write(conn):
+
+def alter(options: dict[str, Any]) -> Callable[[Connection], EndpointConfig]:
+    def ddl(conn: Connection) -> EndpointConfig:
         current = load(conn)
         if current is None:
             raise NotFoundError("there is no broker endpoint: use create_endpoint first")
@@ -187,47 +132,42 @@ def alter(conn: sqlite3.Connection, options: dict[str, Any]) -> EndpointConfig:
         _save(conn, cfg)
         return cfg
 
-
-def drop(conn: sqlite3.Connection) -> None:
-    with write(conn):
-        if load(conn) is None:
-            raise NotFoundError("there is no broker endpoint to drop")
-        conn.execute("DELETE FROM sb_net_endpoint")
+    return ddl
 
 
-def set_listening_port(conn: sqlite3.Connection, port: int | None) -> None:
-    with write(conn):
-        conn.execute("UPDATE sb_net_endpoint SET listening_port = ?", (port,))
+def drop(conn: Connection) -> None:
+    if load(conn) is None:
+        raise NotFoundError("there is no broker endpoint to drop")
+    conn.execute(conn.sql.drop_endpoint_row)
 
 
-def claim(conn: sqlite3.Connection, session_id: int) -> bool:
-    """Make this session the one that runs the endpoint, unless a live process already does
-    (one listener and one transmitter per database, however many processes open it)."""
-    with write(conn):
-        row = conn.execute("SELECT owner_session FROM sb_net_endpoint").fetchone()
+def claim(session_id: int) -> Callable[[Connection], bool]:
+    """Make this session the one that runs the endpoint, unless a live session already does
+    (one listener and one transmitter per database, however many processes open it; the
+    sessions of dead processes are reaped before)."""
+    def run(conn: Connection) -> bool:
+        row = conn.query_one(conn.sql.endpoint_owner)
         owner = None if row is None else row[0]
-        if owner is not None and owner != session_id:
-            alive = conn.execute(
-                "SELECT pid, start_token, host FROM sb_sessions WHERE session_id = ?", (owner,)
-            ).fetchone()
-            if alive is not None and process_alive(*alive):
-                return False
-        conn.execute("UPDATE sb_net_endpoint SET owner_session = ?", (session_id,))
+        if owner is not None and owner != session_id and conn.query_one(
+                conn.sql.session_exists, (owner,)) is not None:
+            return False
+        conn.execute(conn.sql.set_endpoint_owner, (session_id,))
         return True
 
-
-def release(conn: sqlite3.Connection, session_id: int) -> None:
-    with write(conn):
-        conn.execute(
-            "UPDATE sb_net_endpoint SET owner_session = NULL, listening_port = NULL"
-            " WHERE owner_session = ?", (session_id,))
+    return run
 
 
-def listening_port(conn: sqlite3.Connection) -> int | None:
+def release(session_id: int) -> Callable[[Connection], object]:
+    return lambda conn: conn.execute(conn.sql.release_endpoint, (session_id,))
+
+
+def set_listening_port(port: int | None) -> Callable[[Connection], object]:
+    return lambda conn: conn.execute(conn.sql.set_listening_port, (port,))
+
+
+def listening_port(conn: Connection) -> int | None:
     """The port the running endpoint listens on (useful with port=0), else None."""
-    if not _has_table(conn):
-        return None
-    row = conn.execute("SELECT listening_port FROM sb_net_endpoint").fetchone()
+    row = conn.query_one(conn.sql.endpoint_listening_port)
     return None if row is None or row[0] is None else int(row[0])
 
 

@@ -11,23 +11,28 @@ protocol core, which then acknowledges them. Partial messages stay inside the pr
 from __future__ import annotations
 
 import logging
-import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 from uuid import UUID
 
 from sbroker.core import messages as m
 from sbroker.core.conversation import State
 from sbroker.core.priority import match_priority
 from sbroker.engine import dialogs
-from sbroker.engine.dialogs import NEVER, Context, Endpoint
+from sbroker.engine.api import EngineAPI
+from sbroker.engine.endpoints import (
+    NEVER,
+    Context,
+    Endpoint,
+    enqueue,
+    from_row,
+    insert_endpoint,
+    load_endpoint,
+)
 from sbroker.protocol import DialogKey, Message
 from sbroker.services.network import batch
 from sbroker.services.network.routing import resolve
-
-if TYPE_CHECKING:
-    from sbroker.broker import Broker
+from sbroker.storage.ports import Connection
 
 log = logging.getLogger("sbroker.network")
 _CLOSING = (m.END_DIALOG, m.ERROR, m.DROPPED)
@@ -54,11 +59,11 @@ class Receiver:
     """Applies received messages; ``forwarding``/``forward_bytes`` come from the endpoint."""
 
     def __init__(
-        self, broker: Broker, *, forwarding: bool, forward_bytes: int,
+        self, engine: EngineAPI, *, forwarding: bool, forward_bytes: int,
         on_outbox: Callable[[], None] = lambda: None,
         on_closed: Callable[[str, bool], None] = lambda conversation_id, direction: None,
     ) -> None:
-        self.broker = broker
+        self.engine = engine
         self.forwarding = forwarding
         self.forward_bytes = forward_bytes
         self.on_outbox = on_outbox
@@ -72,22 +77,17 @@ class Receiver:
     def receive_state(self, key: DialogKey) -> int:
         """The durable next expected seq of a dialog direction (0 when never seen)."""
         conv = uid(key.conversation_id)
-        with self.broker.db.connection() as conn:
-            row = conn.execute(
-                "SELECT receive_seq FROM sb_endpoints WHERE conversation_id = ?"
-                " AND is_initiator = ?", (conv, int(not key.from_initiator)),
-            ).fetchone()
+        with self.engine.store.read() as conn:
+            row = conn.query_one(conn.sql.endpoint_receive_seq,
+                                 (conv, int(not key.from_initiator)))
             if row is None:
-                row = conn.execute(
-                    "SELECT next_seq FROM sb_net_inbound WHERE conversation_id = ?"
-                    " AND from_initiator = ?", (conv, int(key.from_initiator)),
-                ).fetchone()
+                row = conn.query_one(conn.sql.inbound_next_seq, (conv, int(key.from_initiator)))
         return 0 if row is None else int(row[0])
 
     # -- applying a batch -----------------------------------------------------------------
     def deliver(self, peer: UUID, messages: list[Message]) -> None:
         """Durably apply ``messages`` (in order); raises to have them retransmitted later."""
-        b = self.broker
+        engine = self.engine
         outbox = [False]
 
         convs: dict[UUID, str] = {}
@@ -95,10 +95,10 @@ class Receiver:
             if msg.conversation_id not in convs:
                 convs[msg.conversation_id] = str(msg.conversation_id).upper()
 
-        def apply(conn: sqlite3.Connection) -> Context:
+        def apply(conn: Connection) -> Context:
             self._held = None  # bytes held for forwarding, looked up once per batch
             self._closed = []
-            ctx = Context(conn, b._catalog_for(conn, max_age=0.05), b.clock.now(), b.anti_replay)
+            ctx = engine.context(conn, max_age=0.05)
             endpoints = batch.load_endpoints(conn, {
                 (convs[msg.conversation_id], not msg.from_initiator) for msg in messages})
             dirty: dict[str, Endpoint] = {}
@@ -108,12 +108,12 @@ class Receiver:
             _flush(ctx, dirty)
             return ctx
 
-        ctx = b.db.writer.run(apply, durable=True)
+        ctx = engine.store.commit_path.run(apply, durable=True)
         self.stats.received += len(messages)
         if any(msg.origin_instance == peer for msg in messages):
             self.neighbors.add(peer)
-        b._forget_endpoints(ctx.changed)
-        b._after_commit(ctx.ready_queues, False, set(), ctx.tq_changed)
+        engine.forget_endpoints(ctx.changed)
+        engine.after_commit(ctx.ready_queues, False, ctx.tq_changed)
         if outbox[0] or ctx.tq_changed:
             self.on_outbox()
         for conversation_id, direction in self._closed:
@@ -133,10 +133,8 @@ class Receiver:
         if cache_key in endpoints:
             ep = endpoints[cache_key]
         else:
-            ep = dialogs._row(ctx.conn.execute(
-                f"{dialogs._SELECT} WHERE conversation_id = ? AND is_initiator = ?",
-                (conv, int(local_initiator)),
-            ).fetchone())
+            ep = from_row(ctx.conn.query_one(ctx.conn.sql.endpoint_by_conversation,
+                                                     (conv, int(local_initiator))))
         if ep is None and self._for_elsewhere(ctx, msg):
             return self._forward(ctx, conv, msg)
         if ep is None:
@@ -150,38 +148,29 @@ class Receiver:
             return False
         if ep.far_broker_instance is None:
             ep.far_broker_instance = uid(msg.origin_instance or peer)
-            ctx.conn.execute(
-                "UPDATE sb_endpoints SET far_broker_instance = ? WHERE handle = ?",
-                (ep.far_broker_instance, ep.handle),
-            )
+            ctx.conn.execute(ctx.conn.sql.set_far_broker_instance,
+                             (ep.far_broker_instance, ep.handle))
         if msg.message_type == m.DROPPED:
             _flush(ctx, dirty)
             ep.receive_seq = msg.seq + 1
-            ctx.conn.execute(
-                "UPDATE sb_endpoints SET receive_seq = ? WHERE handle = ?",
-                (ep.receive_seq, ep.handle),
-            )
+            ctx.conn.execute(ctx.conn.sql.set_receive_seq, (ep.receive_seq, ep.handle))
             return False
         problem = self._check(ctx, msg)
         if problem is None and ep.state == "CO" and msg.message_type not in m.SYSTEM_MESSAGE_TYPES:
             ep.receive_seq = msg.seq + 1
             dirty[ep.handle] = ep
-            dialogs._enqueue(ctx, ep, msg.seq, msg.message_type, msg.body, m.new_id(),
-                             defer=True)
+            enqueue(ctx, ep, msg.seq, msg.message_type, msg.body, m.new_id(), defer=True)
             return False
         _flush(ctx, dirty)
         if problem is not None and ep.state in ("SO", "SI", "CO"):
             code, text = problem
             ep.receive_seq = msg.seq + 1
             dialogs.end(ctx, ep, code, text, False)  # Error back to the sender, we are DO
-            endpoints[cache_key] = dialogs.load_endpoint(ctx.conn, ep.handle)
+            endpoints[cache_key] = load_endpoint(ctx.conn, ep.handle)
             return True
         if problem is not None:
             ep.receive_seq = msg.seq + 1
-            ctx.conn.execute(
-                "UPDATE sb_endpoints SET receive_seq = ? WHERE handle = ?",
-                (ep.receive_seq, ep.handle),
-            )
+            ctx.conn.execute(ctx.conn.sql.set_receive_seq, (ep.receive_seq, ep.handle))
             return False
         dialogs.apply_incoming(ctx, ep, msg.seq, msg.message_type, msg.body, m.new_id())
         if msg.message_type in (m.END_DIALOG, m.ERROR):
@@ -208,10 +197,7 @@ class Receiver:
         self, ctx: Context, peer: UUID, conv: str, msg: Message
     ) -> Endpoint | bool:
         """The target endpoint a first message creates, or False when it is dropped/refused."""
-        row = ctx.conn.execute(
-            "SELECT next_seq, refused FROM sb_net_inbound WHERE conversation_id = ?"
-            " AND from_initiator = ?", (conv, int(msg.from_initiator)),
-        ).fetchone()
+        row = ctx.conn.query_one(ctx.conn.sql.inbound_state, (conv, int(msg.from_initiator)))
         if row is not None and row[1]:  # refused earlier: the rest of it is dropped
             if msg.seq >= row[0]:
                 self._set_inbound(ctx, conv, msg, refused=True)
@@ -223,7 +209,7 @@ class Receiver:
         if service is None or msg.contract not in service.contracts:
             # A refusal is final: judge it by the catalog as committed now, not a snapshot
             # that may predate the service (another process's DDL, or one a moment ago).
-            ctx.catalog = self.broker._catalog_for(ctx.conn)
+            ctx.catalog = self.engine.catalog(ctx.conn)
             service = ctx.catalog.services.get(msg.to_service)
         if service is None:
             return self._refuse(ctx, conv, msg, origin, m.TARGET_SERVICE_NOT_FOUND,
@@ -244,7 +230,7 @@ class Receiver:
             lifetime_expires=NEVER if msg.expires_at is None else msg.expires_at,
             timer_at=None, created_at=ctx.now,
         )
-        dialogs.insert_endpoint(ctx, ep)
+        insert_endpoint(ctx, ep)
         if ep.lifetime_expires < NEVER:
             ctx.tq_changed = True  # (ab)used to wake the timer service for this lifetime
         return ep
@@ -256,20 +242,15 @@ class Receiver:
         self.stats.refused += 1
         self._set_inbound(ctx, conv, msg, refused=True)
         ctx.conn.execute(
-            "INSERT INTO sb_net_outbox(conversation_id, from_initiator, msn, from_service,"
-            " to_service, contract, message_type, body, priority, origin_instance,"
-            " target_instance, expires_at, enqueued_at) VALUES (?, 0, 0, ?, ?, ?, ?, ?, 5, ?,"
-            " ?, NULL, ?)",
-            (conv, msg.to_service, msg.from_service, msg.contract, m.ERROR,
-             m.error_body(code, text), ctx.catalog.broker_instance, origin, ctx.now),
+            ctx.conn.sql.insert_outbox,
+            (conv, 0, 0, msg.to_service, msg.from_service, msg.contract, m.ERROR,
+             m.error_body(code, text), 5, ctx.catalog.broker_instance, origin, None, ctx.now),
         )
         return True
 
     def _set_inbound(self, ctx: Context, conv: str, msg: Message, *, refused: bool) -> None:
         ctx.conn.execute(
-            "INSERT INTO sb_net_inbound(conversation_id, from_initiator, next_seq, refused,"
-            " delete_after) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO UPDATE SET"
-            " next_seq = max(next_seq, excluded.next_seq), delete_after = excluded.delete_after",
+            ctx.conn.sql.save_inbound,
             (conv, int(msg.from_initiator), msg.seq + 1, int(refused),
              ctx.now + ctx.anti_replay),
         )
@@ -288,27 +269,22 @@ class Receiver:
         return res.kind == "remote"
 
     def _forward(self, ctx: Context, conv: str, msg: Message) -> bool:
-        row = ctx.conn.execute(
-            "SELECT next_seq FROM sb_net_inbound WHERE conversation_id = ?"
-            " AND from_initiator = ?", (conv, int(msg.from_initiator)),
-        ).fetchone()
+        row = ctx.conn.query_one(ctx.conn.sql.inbound_next_seq, (conv, int(msg.from_initiator)))
         if row is not None and msg.seq < row[0]:
             self.stats.duplicates += 1
             return False
         if self._held is None:
-            self._held = int(ctx.conn.execute(
-                "SELECT coalesce(sum(length(body)), 0) FROM sb_net_outbox").fetchone()[0])
+            held = ctx.conn.query_one(ctx.conn.sql.outbox_bytes)
+            assert held is not None
+            self._held = int(held[0])
         if self._held + len(msg.body) > self.forward_bytes:
             raise ForwardLimitError("message_forward_size reached: forwarding waits")
         self._held += len(msg.body)
         self._set_inbound(ctx, conv, msg, refused=False)
         ctx.conn.execute(
-            "INSERT INTO sb_net_outbox(conversation_id, from_initiator, msn, from_service,"
-            " to_service, contract, message_type, body, priority, origin_instance,"
-            " target_instance, expires_at, enqueued_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 5,"
-            " ?, ?, ?, ?)",
+            ctx.conn.sql.insert_outbox,
             (conv, int(msg.from_initiator), msg.seq, msg.from_service, msg.to_service,
-             msg.contract, msg.message_type, msg.body, uid(msg.origin_instance),
+             msg.contract, msg.message_type, msg.body, 5, uid(msg.origin_instance),
              uid(msg.target_instance), msg.expires_at, ctx.now),
         )
         self.stats.forwarded += 1

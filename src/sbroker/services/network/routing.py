@@ -16,8 +16,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from sbroker.engine.catalog import Route
-from sbroker.engine.dialogs import STATUS_NO_ROUTE
+from sbroker.core.catalog import Route
+from sbroker.engine.endpoints import STATUS_NO_ROUTE
 
 Address = tuple[str, int]
 

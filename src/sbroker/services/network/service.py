@@ -7,10 +7,11 @@ import contextlib
 import logging
 import tempfile
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import UUID
 
 from sbroker.core.errors import BrokerError
+from sbroker.engine.api import EngineAPI
 from sbroker.protocol import (
     DialogConfig,
     DialogKey,
@@ -23,9 +24,6 @@ from sbroker.services.network.rng import TransportRandom
 from sbroker.services.network.routing import Address
 from sbroker.services.network.transmitter import Transmitter
 from sbroker.services.network.transport import BrokerTransport, TransportConfig
-
-if TYPE_CHECKING:
-    from sbroker.broker import Broker
 
 log = logging.getLogger("sbroker.network")
 
@@ -57,39 +55,40 @@ class _Handler:
 class NetworkService:
     """Owns the endpoint DDL and, while the broker runs, the listener and transmitter."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, engine: EngineAPI) -> None:
+        self.engine = engine
+        self._running = False
         self.transport: BrokerTransport | None = None
         self.transmitter: Transmitter | None = None
         self.receiver: Receiver | None = None
         self.address: Address | None = None
         self._lock = threading.RLock()
         self._tls_dir: tempfile.TemporaryDirectory[str] | None = None
-        broker.register_view("dm_broker_connections", self.connections)
-        broker.register_view("dm_broker_partial_messages", self.partial_messages)
+        engine.views.add("dm_broker_connections", self.connections)
+        engine.views.add("dm_broker_partial_messages", self.partial_messages)
 
     # -- DDL ------------------------------------------------------------------------------
     def create_endpoint(self, host: str, port: int, **options: Any) -> None:
-        with self.broker.db.connection() as conn:
-            cfg_mod.create(conn, host, port, options)
+        self._run(cfg_mod.create(host, port, options))
         self._restart()
 
     def alter_endpoint(self, **options: Any) -> None:
-        with self.broker.db.connection() as conn:
-            cfg_mod.alter(conn, options)
+        self._run(cfg_mod.alter(options))
         self._restart()
 
     def drop_endpoint(self) -> None:
-        with self.broker.db.connection() as conn:
-            cfg_mod.drop(conn)
+        self._run(cfg_mod.drop)
         self._restart()
 
     def endpoint(self) -> cfg_mod.EndpointConfig | None:
-        with self.broker.db.connection() as conn:
+        with self.engine.store.read() as conn:
             return cfg_mod.load(conn)
 
+    def _run(self, fn: Any) -> Any:
+        return self.engine.store.commit_path.run(fn)
+
     def _restart(self) -> None:
-        if self.broker.started:
+        if self._running:
             self.stop()
             self.start()
 
@@ -97,27 +96,26 @@ class NetworkService:
     def start(self) -> None:
         """Run the listener and the transmitter if an endpoint is configured."""
         with self._lock:
+            self._running = True
             if self.transport is not None:
                 return
             cfg = self.endpoint()
             if cfg is None:
                 return
             cfg.check_startable()
-            with self.broker.db.connection() as conn:
-                cfg_mod.ensure_schema(conn)
-                if not cfg_mod.claim(conn, self.broker.session_id):
-                    log.info("another process runs this database's endpoint: not starting it")
-                    return
+            self.engine.reap(force=True)  # an owner that died gives the endpoint up
+            if not self._run(cfg_mod.claim(self.engine.session_id)):
+                log.info("another process runs this database's endpoint: not starting it")
+                return
             try:
                 self._start(cfg)
             except BaseException:
-                with self.broker.db.connection() as conn:
-                    cfg_mod.release(conn, self.broker.session_id)
+                self._run(cfg_mod.release(self.engine.session_id))
                 raise
 
     def _start(self, cfg: cfg_mod.EndpointConfig) -> None:
-        b = self.broker
-        honor = b.catalog.honor_broker_priority
+        engine = self.engine
+        honor = engine.catalog().honor_broker_priority
         retry = cfg.tunable("retry_initial", 2.0)
         dialog = DialogConfig(
             fragment_size=int(cfg.tunable("fragment_size", 32 * 1024)),
@@ -137,10 +135,10 @@ class NetworkService:
             else:
                 self._tls_dir = tempfile.TemporaryDirectory(prefix="sbroker-tls-")
                 certificate, private_key, ca = derived_certificates(
-                    cfg.secret.encode("utf-8", "surrogateescape"), b.broker_instance,
+                    cfg.secret.encode("utf-8", "surrogateescape"), engine.broker_instance,
                     self._tls_dir.name)
         tcfg = TransportConfig(
-            UUID(b.broker_instance), host=cfg.host, port=cfg.port,
+            UUID(engine.broker_instance), host=cfg.host, port=cfg.port,
             secret=None if cfg.secret is None else cfg.secret.encode("utf-8", "surrogateescape"),
             certificate=certificate, private_key=private_key, ca=ca,
             encryption=encryption,  # type: ignore[arg-type]
@@ -148,12 +146,12 @@ class NetworkService:
         )
         receiver: Receiver
         transmitter = Transmitter(
-            b, self._send, starvation=cfg.tunable("starvation_seconds", 10.0),
+            engine, self._send, starvation=cfg.tunable("starvation_seconds", 10.0),
             max_in_flight=int(cfg.tunable("max_in_flight", 20_000)),
             honor=lambda: honor, neighbors=lambda: receiver.neighbors,
             forget=self._forget, known=self._known_addresses,
         )
-        receiver = Receiver(b, forwarding=cfg.message_forwarding,
+        receiver = Receiver(engine, forwarding=cfg.message_forwarding,
                             forward_bytes=cfg.message_forward_size * 1024 * 1024,
                             on_outbox=transmitter.wake,
                             on_closed=lambda conv, d: transmitter.forget_later(conv, d))
@@ -165,8 +163,7 @@ class NetworkService:
             raise BrokerError(f"the broker endpoint cannot listen on {cfg.host}:{cfg.port}:"
                               f" {exc.strerror or exc}") from None
         self.transport, self.transmitter, self.receiver = transport, transmitter, receiver
-        with b.db.connection() as conn:
-            cfg_mod.set_listening_port(conn, self.address[1])
+        self._run(cfg_mod.set_listening_port(self.address[1]))
         transmitter.start()
 
     def _known_addresses(self) -> set[Address]:
@@ -197,6 +194,7 @@ class NetworkService:
 
     def stop(self) -> None:
         with self._lock:
+            self._running = False
             transmitter, transport = self.transmitter, self.transport
             self.transmitter = self.transport = self.receiver = None
             if transmitter is not None:
@@ -204,8 +202,8 @@ class NetworkService:
             if transport is not None:
                 with contextlib.suppress(Exception):
                     transport.stop()
-                with contextlib.suppress(Exception), self.broker.db.connection() as conn:
-                    cfg_mod.release(conn, self.broker.session_id)
+                with contextlib.suppress(Exception):
+                    self._run(cfg_mod.release(self.engine.session_id))
             self.address = None
             if self._tls_dir is not None:
                 self._tls_dir.cleanup()

@@ -11,55 +11,29 @@ queue is the truth after a restart, when every row is handed over again.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 from uuid import UUID
 
-from sbroker.engine.dialogs import NEVER
+from sbroker.engine.api import EngineAPI
+from sbroker.engine.endpoints import NEVER
 from sbroker.protocol import DialogKey, Message, MessageAcked
 from sbroker.services.network.routing import Address, Resolution, resolve
-
-if TYPE_CHECKING:
-    from sbroker.broker import Broker
+from sbroker.storage.ports import Connection
 
 log = logging.getLogger("sbroker.network")
 FULL_SCAN_SECONDS = 1.0  # look at every waiting row this often (routes, lifetimes, reuse)
-POLL_SECONDS = 0.01  # how often to look for commits by other connections or processes
+POLL_SECONDS = 0.01  # the change feed tells of other connections' commits at most this often
 CLEANUP_SECONDS = 30.0
 SCAN_BATCH = 2000  # rows handed over per pass: the first ones go while the rest are read
 SCAN_FIRST = 250  # rows handed over in a pass with nothing in flight
 FORGET_DELAY = 10.0  # seconds before a finished conversation leaves the protocol core
 NUDGE_SECONDS = 3.0  # no acknowledgement for this long while messages wait: nudge
-
-# Rows to hand over as one JSON value and their bodies as one blob (in the same order, with
-# each body's length in its JSON row): one step for a chunk instead of one per row, and no
-# hex to encode and decode.
-_TQ_JSON = (
-    "SELECT json_group_array(json_array('tq', t.tq_id, t.conversation_id, t.is_initiator, t.msn,"
-    " t.from_service, t.to_service, t.to_broker_instance, t.contract, t.message_type,"
-    " t.priority, t.enqueued_at, t.transmission_status, e.lifetime_expires,"
-    " e.far_broker_instance, length(CAST(t.body AS BLOB)))),"
-    " CAST(group_concat(t.body, x'') AS BLOB)"
-    " FROM sb_transmission_queue t CROSS JOIN sb_endpoints e ON e.handle = t.handle"
-)
-# Closed initiators (of the given handles, a JSON array) whose last message is acknowledged.
-_DELETE_CLOSED = (
-    "DELETE FROM sb_endpoints WHERE handle IN (SELECT value FROM json_each(?))"
-    " AND state = 'CD' AND is_initiator = 1 AND NOT EXISTS"
-    " (SELECT 1 FROM sb_transmission_queue t WHERE t.handle = sb_endpoints.handle)"
-    " RETURNING conversation_id"
-)
-_OUTBOX = (
-    "SELECT id, conversation_id, from_initiator, msn, from_service, to_service,"
-    " target_instance, contract, message_type, priority, enqueued_at, transmission_status,"
-    " expires_at, origin_instance, body FROM sb_net_outbox"
-)
-
 
 class _Row(NamedTuple):
     kind: str  # "tq" or "out"
@@ -81,7 +55,8 @@ class _Row(NamedTuple):
 
 
 def _split_bodies(rows: list[list[object]], blob: bytes) -> list[_Row]:
-    """Rows of `_TQ_JSON` (a body length last, in place of the body) with their bodies cut
+    """Rows of ``transmissions_by_ids`` (a body length last, in place of the body) with their
+    bodies cut
     from the joined blob."""
     out: list[_Row] = []
     make = _Row._make
@@ -103,12 +78,12 @@ Send = Callable[[list[tuple[Message, Address, "UUID | None"]]], None]
 class Transmitter:
     """A thread that feeds the protocol core from the durable queues."""
 
-    def __init__(self, broker: Broker, send: Send, *, starvation: float, max_in_flight: int,
+    def __init__(self, engine: EngineAPI, send: Send, *, starvation: float, max_in_flight: int,
                  known: Callable[[], set[Address]] = set,
                  honor: Callable[[], bool],
                  neighbors: Callable[[], set[UUID]] = set,
                  forget: Callable[[DialogKey], None] = lambda key: None) -> None:
-        self.broker = broker
+        self.engine = engine
         self._send = send
         self.starvation = starvation
         self.max_in_flight = max_in_flight
@@ -123,6 +98,8 @@ class Transmitter:
         self._wake = True
         self._stopping = False
         self._thread: threading.Thread | None = None
+        self._watching = contextlib.ExitStack()  # the change feed looks while we run
+        engine.store.feed.subscribe(self._changed_elsewhere, min_interval=POLL_SECONDS)
         # (kind, rid) -> (key, seq, address); (key, seq) -> (kind, rid)
         self._flight: dict[tuple[str, int], tuple[DialogKey, int, Address]] = {}
         self._by_key: dict[tuple[DialogKey, int], tuple[str, int]] = {}
@@ -160,9 +137,14 @@ class Transmitter:
             self._wake = True
             self._cond.notify_all()
 
+    def _changed_elsewhere(self) -> None:
+        if self._thread is not None:
+            self.wake()
+
     # -- lifecycle --------------------------------------------------------------------------
     def start(self) -> None:
         self._stopping = False
+        self._watching.enter_context(self.engine.store.feed.watch())
         self._thread = threading.Thread(target=self._run, name="sbroker-transmitter",
                                         daemon=True)
         self._thread.start()
@@ -174,98 +156,93 @@ class Transmitter:
         if self._thread is not None:
             self._thread.join()
             self._thread = None
+        self._watching.close()
 
     def _run(self) -> None:
-        conn = self.broker.db._connect()
-        last_version = -1
         last_full = 0.0
         last_cleanup = time.monotonic()
         watermark = 0
         catalog_version = ""
-        try:
-            while True:
+        while True:
+            with self._cond:
+                if not (self._acks or self._failures or self._wake or self._stopping):
+                    self._cond.wait(FULL_SCAN_SECONDS)
+                if self._stopping:
+                    return
+                acks, self._acks = self._acks, []
+                failures, self._failures = self._failures, {}
+                woken, self._wake = self._wake, False
+            try:
+                if acks:
+                    self._delete_acked(acks)
+                if failures:
+                    self._record_failures(failures)
+                now = time.monotonic()
+                cat = self.engine.catalog(max_age=0.05)
+                full = now - last_full >= FULL_SCAN_SECONDS or cat.version != catalog_version
+                if full or woken:
+                    if full:
+                        last_full, catalog_version = now, cat.version
+                    watermark = self._scan(0 if full else watermark)
+                if full and self._flight and now - self._last_ack >= NUDGE_SECONDS:
+                    self._nudge()
+                if self._forgets and self._forgets[0][0] <= now:
+                    self._forget_due(now)
+                if now - last_cleanup >= CLEANUP_SECONDS:
+                    last_cleanup = now
+                    self._cleanup()
+            except Exception:  # a failing pass must not kill the transmitter
+                log.exception("transmitter pass failed")
                 with self._cond:
-                    if not (self._acks or self._failures or self._wake or self._stopping):
-                        self._cond.wait(POLL_SECONDS)
-                    if self._stopping:
-                        return
-                    acks, self._acks = self._acks, []
-                    failures, self._failures = self._failures, {}
-                    woken, self._wake = self._wake, False
-                try:
-                    if acks:
-                        self._delete_acked(acks)
-                    if failures:
-                        self._record_failures(failures)
-                    version = conn.execute("PRAGMA data_version").fetchone()[0]
-                    now = time.monotonic()
-                    cat = self.broker._catalog_for(conn, max_age=0.05)
-                    full = now - last_full >= FULL_SCAN_SECONDS or cat.version != catalog_version
-                    if full or woken or version != last_version:
-                        last_version = version
-                        if full:
-                            last_full, catalog_version = now, cat.version
-                        watermark = self._scan(conn, 0 if full else watermark)
-                    if full and self._flight and now - self._last_ack >= NUDGE_SECONDS:
-                        self._nudge()
-                    if self._forgets and self._forgets[0][0] <= now:
-                        self._forget_due(now)
-                    if now - last_cleanup >= CLEANUP_SECONDS:
-                        last_cleanup = now
-                        self._cleanup()
-                except Exception:  # a failing pass must not kill the transmitter
-                    log.exception("transmitter pass failed")
-                    with self._cond:
-                        self._cond.wait(0.5)
-        finally:
-            conn.close()
+                    self._cond.wait(0.5)
 
     # -- handing rows to the core -----------------------------------------------------------
-    def _scan(self, conn: sqlite3.Connection, watermark: int) -> int:
+    def _scan(self, watermark: int) -> int:
         """Hand new rows over; returns the highest transmission-queue id seen."""
         # Start small so that the first messages go while the next rows are read, then
         # take more per pass as the pipeline fills.
         room = min(SCAN_BATCH, max(SCAN_FIRST, 2 * len(self._flight)),
                    self.max_in_flight - len(self._flight))
-        b = self.broker
-        cat = b._catalog_for(conn, max_age=0.05)
-        now = b.clock.now()
-        conn.execute("BEGIN")
-        try:
-            rows = self._candidates(conn, watermark, room)
-            top = max([watermark, *(r.rid for r in rows if r.kind == "tq")])
-            if self._honor():
-                limit = now - self.starvation
-                rows.sort(key=lambda r: (r.enqueued_at > limit, -r.priority, r.kind, r.rid))
-            else:
-                rows.sort(key=lambda r: (r.enqueued_at, r.kind, r.rid))
-            chosen: list[tuple[_Row, Address, str | None]] = []
-            statuses: list[tuple[str, int, str]] = []
-            skipped = top + 1  # rows left for lack of room are looked at again next time
-            me = cat.broker_instance
-            routes: dict[tuple[str, str | None], Resolution] = {}
-            for r in rows:
-                to_instance = r.to_instance
-                if r.kind == "tq" and to_instance is None and r.origin not in (None, me):
-                    to_instance = r.origin  # the far instance became known after the send
-                res = routes.get((r.to_service, to_instance))
-                if res is None:
-                    res = routes[(r.to_service, to_instance)] = resolve(
-                        cat.routes, me=me, local_services=cat.services,
-                        to_service=r.to_service, to_instance=to_instance, now=now)
-                if res.kind == "local":
-                    continue  # the engine's own (disabled queue, waiting redelivery)
-                if res.kind == "none" or res.address is None:
-                    if r.status != res.status:
-                        statuses.append((r.kind, r.rid, res.status))
-                    continue
-                if len(chosen) < room:
-                    chosen.append((r, res.address, res.target_instance))
-                elif r.kind == "tq":
-                    skipped = min(skipped, r.rid)
-            top = min(top, skipped - 1)
-        finally:
-            conn.execute("COMMIT")
+        engine = self.engine
+        cat = engine.catalog(max_age=0.05)
+        now = engine.clock.now()
+        with engine.store.read() as conn:
+            conn.begin()
+            try:
+                rows = self._candidates(conn, watermark, room)
+            finally:
+                conn.commit()
+        top = max([watermark, *(r.rid for r in rows if r.kind == "tq")])
+        if self._honor():
+            limit = now - self.starvation
+            rows.sort(key=lambda r: (r.enqueued_at > limit, -r.priority, r.kind, r.rid))
+        else:
+            rows.sort(key=lambda r: (r.enqueued_at, r.kind, r.rid))
+        chosen: list[tuple[_Row, Address, str | None]] = []
+        statuses: list[tuple[str, int, str]] = []
+        skipped = top + 1  # rows left for lack of room are looked at again next time
+        me = cat.broker_instance
+        routes: dict[tuple[str, str | None], Resolution] = {}
+        for r in rows:
+            to_instance = r.to_instance
+            if r.kind == "tq" and to_instance is None and r.origin not in (None, me):
+                to_instance = r.origin  # the far instance became known after the send
+            res = routes.get((r.to_service, to_instance))
+            if res is None:
+                res = routes[(r.to_service, to_instance)] = resolve(
+                    cat.routes, me=me, local_services=cat.services,
+                    to_service=r.to_service, to_instance=to_instance, now=now)
+            if res.kind == "local":
+                continue  # the engine's own (disabled queue, waiting redelivery)
+            if res.kind == "none" or res.address is None:
+                if r.status != res.status:
+                    statuses.append((r.kind, r.rid, res.status))
+                continue
+            if len(chosen) < room:
+                chosen.append((r, res.address, res.target_instance))
+            elif r.kind == "tq":
+                skipped = min(skipped, r.rid)
+        top = min(top, skipped - 1)
         if statuses:
             self._write_statuses(statuses)
         honor = self._honor()
@@ -302,13 +279,9 @@ class Transmitter:
             self.wake()  # more rows wait: take them in the next pass at once
         return top
 
-    def _candidates(self, conn: sqlite3.Connection, watermark: int, room: int) -> list[_Row]:
+    def _candidates(self, conn: Connection, watermark: int, room: int) -> list[_Row]:
         """Rows not handed over yet: ids first (cheap), details for the new ones only."""
-        # One row holding every id (group_concat): stepping through thousands of rows would
-        # hand the GIL over at each step. The (handle, msn) index covers tq_id.
-        (text,) = conn.execute(
-            "SELECT group_concat(tq_id) FROM sb_transmission_queue INDEXED BY sb_tq_handle"
-            " WHERE tq_id > ?", (watermark,)).fetchone()
+        (text,) = conn.execute(conn.sql.transmission_ids_after, (watermark,)).fetchone()
         ids = sorted(int(x) for x in text.split(",")) if text else []
         ids = [rid for rid in ids if ("tq", rid) not in self._flight]
         if not self._honor():  # send order: the oldest rows not handed over are enough
@@ -316,11 +289,10 @@ class Transmitter:
         rows: list[_Row] = []
         for i in range(0, len(ids), 500):
             part = ids[i : i + 500]
-            marks = ",".join("?" * len(part))
-            text, blob = conn.execute(
-                f"{_TQ_JSON} WHERE t.tq_id IN ({marks})", part).fetchone()
+            text, blob = conn.execute(conn.sql.transmissions_by_ids,
+                                      (conn.ids(part),)).fetchone()
             rows += _split_bodies(json.loads(text), blob or b"")
-        rows += [row for row in (_Row("out", *r) for r in conn.execute(_OUTBOX))
+        rows += [row for row in (_Row("out", *r) for r in conn.execute(conn.sql.outbox))
                  if ("out", row.rid) not in self._flight]
         return rows
 
@@ -338,24 +310,22 @@ class Transmitter:
         if not tq and not out:
             return
 
-        def delete(conn: sqlite3.Connection) -> None:
+        def delete(conn: Connection) -> None:
+            sql = conn.sql
             handles: set[str] = set()
             for part in range(0, len(tq), 500):
-                ids = [rid for (rid,) in tq[part : part + 500]]
-                marks = ",".join("?" * len(ids))
-                (text,) = conn.execute(
-                    "SELECT group_concat(DISTINCT handle) FROM sb_transmission_queue"
-                    f" WHERE tq_id IN ({marks})", ids).fetchone()
+                ids = conn.ids(rid for (rid,) in tq[part : part + 500])
+                (text,) = conn.execute(sql.handles_of_transmissions, (ids,)).fetchone()
                 handles.update(text.split(",") if text else ())
-                conn.execute(f"DELETE FROM sb_transmission_queue WHERE tq_id IN ({marks})", ids)
-            conn.executemany("DELETE FROM sb_net_outbox WHERE id = ?", out)
+                conn.execute(sql.delete_transmissions, (ids,))
+            conn.executemany(sql.delete_outbox_message, out)
             # A closed initiator waited for its last message to be acknowledged.
             if handles:
-                closed.extend(row[0] for row in conn.execute(_DELETE_CLOSED,
-                                                             (json.dumps(sorted(handles)),)))
+                closed.extend(row[0] for row in conn.execute(sql.delete_closed_initiators,
+                                                             (conn.ids(sorted(handles)),)))
 
         closed: list[str] = []
-        self.broker.db.writer.run(delete, durable=False)
+        self.engine.store.commit_path.run(delete, durable=False)
         self.acknowledged += len(tq) + len(out)
         for conversation_id in closed:
             self.forget_later(conversation_id, True, False)
@@ -372,16 +342,13 @@ class Transmitter:
         if not statuses:
             return
 
-        def update(conn: sqlite3.Connection) -> None:
+        def update(conn: Connection) -> None:
             for kind, rid, text in statuses:
-                if kind == "tq":
-                    conn.execute("UPDATE sb_transmission_queue SET transmission_status = ?"
-                                 " WHERE tq_id = ?", (text, rid))
-                else:
-                    conn.execute("UPDATE sb_net_outbox SET transmission_status = ?"
-                                 " WHERE id = ?", (text, rid))
+                sql = conn.sql.set_transmission_status if kind == "tq" else \
+                    conn.sql.set_outbox_status
+                conn.execute(sql, (text, rid))
 
-        self.broker.db.writer.run(update, durable=False)
+        self.engine.store.commit_path.run(update, durable=False)
         for kind, rid, text in statuses:
             if (kind, rid) in self._flight:
                 self._status[(kind, rid)] = text
@@ -406,15 +373,13 @@ class Transmitter:
 
     def _cleanup(self) -> None:
         """Drop rows whose endpoint is gone and expired refusal/forwarding state."""
-        now = self.broker.clock.now()
+        now = self.engine.clock.now()
 
-        def clean(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "DELETE FROM sb_transmission_queue WHERE NOT EXISTS (SELECT 1 FROM sb_endpoints"
-                " e WHERE e.handle = sb_transmission_queue.handle)")
-            conn.execute("DELETE FROM sb_net_inbound WHERE delete_after <= ?", (now,))
+        def clean(conn: Connection) -> None:
+            conn.execute(conn.sql.delete_orphan_transmissions)
+            conn.execute(conn.sql.delete_expired_inbound, (now,))
 
-        self.broker.db.writer.run(clean, durable=False)
+        self.engine.store.commit_path.run(clean, durable=False)
 
     def in_flight(self) -> int:
         return len(self._flight)

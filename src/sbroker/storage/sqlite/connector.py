@@ -1,27 +1,24 @@
-"""The SQLite connector: opening and checking the file, migrations, a connection pool,
-short write transactions, and process sessions whose liveness other processes can check."""
+"""The SQLite connector: opening and checking the file, its numbered migrations, and a pool
+of connections (each a :class:`SqliteConnection`)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import sqlite3
 import tempfile
 import threading
 import uuid
 from collections.abc import Iterator
-from importlib import resources
 from pathlib import Path
-from typing import Any
 
 from sbroker.core.errors import DatabaseError, InvalidArgumentError
-from sbroker.storage.sqlite.checkpoint import SAFETY_PAGES, Checkpointer
-from sbroker.storage.sqlite.sweeper import Sweeper
-from sbroker.storage.sqlite.writer import Writer
+from sbroker.storage.migrate import migrations, statements
+from sbroker.storage.sqlite.checkpoint import SAFETY_PAGES
+from sbroker.storage.sqlite.connection import SqliteConnection
 
 APPLICATION_ID = 0x53425231  # "SBR1": marks a file as an sbroker database
-MIGRATIONS = ("0001_initial.sql", "0002_views.sql", "0003_consumed.sql", "0004_operations.sql")
+MIGRATIONS = migrations("sbroker.storage.sqlite")
 DURABILITY = {"full": "FULL", "normal": "NORMAL", "off": "OFF"}
 BUSY_TIMEOUT_MS = 60_000
 
@@ -35,9 +32,7 @@ def parse_target(target: str | os.PathLike[str]) -> tuple[Path, bool]:
         os.unlink(name)
         return Path(name), True
     if text.startswith("sqlite:///"):
-        text = text[len("sqlite:///") :]
-        if not text.startswith("/"):
-            text = text  # sqlite:///relative.db is relative; sqlite:////abs is absolute
+        text = text[len("sqlite:///") :]  # sqlite:///relative.db; sqlite:////absolute.db
     elif "://" in text:
         scheme = text.split("://", 1)[0]
         raise InvalidArgumentError(
@@ -48,31 +43,7 @@ def parse_target(target: str | os.PathLike[str]) -> tuple[Path, bool]:
     return Path(text), False
 
 
-def process_start_token(pid: int) -> str:
-    """Something that changes if ``pid`` is reused by another process (Linux: start time)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read().decode("ascii", "replace")
-        return data.rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return "?"
-
-
-def process_alive(pid: int, start_token: str, host: str) -> bool:
-    """Whether the process that registered a session still runs (same host only)."""
-    if host != socket.gethostname():
-        return True  # cannot tell: assume alive (SQLite files are not shared across hosts)
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    token = process_start_token(pid)
-    return token == "?" or start_token == "?" or token == start_token
-
-
-class Database:
+class Connector:
     """One SQLite file in WAL mode, a pool of connections, and the schema it must carry."""
 
     def __init__(self, path: Path, *, durability: str = "normal", temporary: bool = False) -> None:
@@ -83,37 +54,33 @@ class Database:
         self.path = path
         self.durability = durability
         self.temporary = temporary
-        self._sync = DURABILITY[durability]
-        self._pool: list[sqlite3.Connection] = []
-        self._all: list[sqlite3.Connection] = []
+        self.sync = DURABILITY[durability]
+        self._pool: list[SqliteConnection] = []
         self._lock = threading.Lock()
         self._closed = False
         if path.parent and not path.parent.exists():
             raise DatabaseError(f"cannot create {path}: the folder {path.parent} does not exist")
         if path.exists() and path.stat().st_size > 0:
-            self._check_existing()  # before _connect switches the file to WAL mode
-        conn = self._connect()
+            self._check_existing()  # before connect switches the file to WAL mode
+        conn = self.connect()
         try:
-            self._check_and_migrate(conn)
+            self._migrate(conn)
         except BaseException:
             conn.close()
             raise
-        self._release_new(conn)
-        self.checkpointer = Checkpointer(self._connect)
-        self.sweeper = Sweeper()
-        self.writer = Writer(self._connect, self._sync, on_commit=self.checkpointer.committed)
+        self._pool.append(conn)
 
     # -- connections -------------------------------------------------------------------
-    def _connect(self) -> sqlite3.Connection:
+    def connect(self) -> SqliteConnection:
+        """A new connection (the pool's, the writer's, the checkpointer's, a poller's)."""
         try:
-            conn = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=60
-            )
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
+                                   timeout=60, factory=SqliteConnection)
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if mode.lower() != "wal":
                 raise DatabaseError(f"{self.path}: could not switch the database to WAL mode")
-            conn.execute(f"PRAGMA synchronous = {self._sync}")
+            conn.execute(f"PRAGMA synchronous = {self.sync}")
             conn.execute("PRAGMA foreign_keys = ON")
             conn.execute("PRAGMA temp_store = MEMORY")
             conn.execute("PRAGMA cache_size = -16000")
@@ -123,26 +90,18 @@ class Database:
             raise DatabaseError(f"{self.path} is not a usable SQLite database: {exc}") from None
         return conn
 
-    def _release_new(self, conn: sqlite3.Connection) -> None:
-        with self._lock:
-            self._all.append(conn)
-            self._pool.append(conn)
-
-    def acquire(self) -> sqlite3.Connection:
-        """A connection for the caller's exclusive use until :meth:`release`."""
+    def acquire(self) -> SqliteConnection:
+        """A pooled connection for the caller's exclusive use until :meth:`release`."""
         with self._lock:
             if self._closed:
                 raise DatabaseError("the broker is closed")
             if self._pool:
                 return self._pool.pop()
-        conn = self._connect()
-        with self._lock:
-            self._all.append(conn)
-        return conn
+        return self.connect()
 
-    def release(self, conn: sqlite3.Connection) -> None:
+    def release(self, conn: SqliteConnection) -> None:
         if conn.in_transaction:
-            conn.execute("ROLLBACK")
+            conn.rollback()
         with self._lock:
             if not self._closed:
                 self._pool.append(conn)
@@ -150,7 +109,7 @@ class Database:
         conn.close()
 
     @contextlib.contextmanager
-    def connection(self) -> Iterator[sqlite3.Connection]:
+    def read(self) -> Iterator[SqliteConnection]:
         conn = self.acquire()
         try:
             yield conn
@@ -158,13 +117,11 @@ class Database:
             self.release(conn)
 
     def close(self) -> None:
-        self.writer.close()
-        self.checkpointer.close()
         with self._lock:
             self._closed = True
             # Connections a transaction still uses are closed by release(): closing one
             # under a running statement in another thread can crash the interpreter.
-            conns, self._all, self._pool = self._pool, [], []
+            conns, self._pool = self._pool, []
         for conn in conns:
             with contextlib.suppress(sqlite3.Error):
                 conn.close()
@@ -181,11 +138,11 @@ class Database:
         except sqlite3.Error as exc:
             raise DatabaseError(f"{self.path} could not be opened: {exc}") from None
         try:
-            self._check(conn)
+            self._version(conn)
         finally:
             conn.close()
 
-    def _check(self, conn: sqlite3.Connection) -> int:
+    def _version(self, conn: sqlite3.Connection) -> int:
         """The file's schema version, if it is an sbroker database (or an empty one)."""
         try:
             app_id = conn.execute("PRAGMA application_id").fetchone()[0]
@@ -205,93 +162,21 @@ class Database:
             )
         return int(version)
 
-    def _check_and_migrate(self, conn: sqlite3.Connection) -> None:
-        version = self._check(conn)
-        if version == len(MIGRATIONS):
+    def _migrate(self, conn: SqliteConnection) -> None:
+        """Apply the migrations the file lacks, in one transaction."""
+        if self._version(conn) == len(MIGRATIONS):
             return
-        conn.execute("BEGIN IMMEDIATE")
+        conn.begin(write=True)
         try:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
-            for number in range(version, len(MIGRATIONS)):
-                script = resources.files("sbroker.storage.sqlite").joinpath(
-                    "migrations", MIGRATIONS[number])
-                for statement in _split_sql(script.read_text("utf-8")):
+            for migration in MIGRATIONS[version:]:
+                for statement in statements(migration.text, sqlite3.complete_statement):
                     conn.execute(statement)
-                conn.execute(f"PRAGMA user_version = {number + 1}")
+                conn.execute(f"PRAGMA user_version = {migration.number}")
             if version == 0:
                 conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-                conn.execute(
-                    "INSERT INTO sb_meta(key, value) VALUES ('broker_instance', ?)",
-                    (str(uuid.uuid4()).upper(),),
-                )
-                conn.execute("INSERT INTO sb_meta(key, value) VALUES ('catalog_version', '0')")
-                conn.execute(
-                    "INSERT INTO sb_meta(key, value) VALUES ('honor_broker_priority', '0')"
-                )
-            conn.execute("COMMIT")
+                conn.execute(conn.sql.new_database, (str(uuid.uuid4()).upper(),))
+            conn.commit()
         except BaseException:
-            conn.execute("ROLLBACK")
+            conn.rollback()
             raise
-
-    # -- sessions --------------------------------------------------------------------------
-    def register_session(self, now: float) -> int:
-        with self.connection() as conn:
-            cur = conn.execute(
-                "INSERT INTO sb_sessions(pid, start_token, host, opened_at) VALUES (?, ?, ?, ?)",
-                (os.getpid(), process_start_token(os.getpid()), socket.gethostname(), now),
-            )
-            assert cur.lastrowid is not None
-            return cur.lastrowid
-
-    def reap_dead_sessions(self, conn: sqlite3.Connection, own_session: int) -> int:
-        """Drop the locks and rows of sessions whose process has died; how many were dropped."""
-        rows = conn.execute(
-            "SELECT session_id, pid, start_token, host FROM sb_sessions WHERE session_id != ?",
-            (own_session,),
-        ).fetchall()
-        dead = [sid for sid, pid, token, host in rows if not process_alive(pid, token, host)]
-        if not dead:
-            return 0
-        marks = ",".join("?" * len(dead))
-        with write(conn):
-            for table in ("sb_group_locks", "sb_activated_tasks", "sb_queue_monitors",
-                          "sb_sessions"):
-                conn.execute(f"DELETE FROM {table} WHERE session_id IN ({marks})", dead)
-        return len(dead)
-
-
-@contextlib.contextmanager
-def write(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """A short write transaction (BEGIN IMMEDIATE .. COMMIT), or a no-op inside an open one."""
-    if conn.in_transaction:
-        yield conn
-        return
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield conn
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
-
-
-def _split_sql(text: str) -> list[str]:
-    """Statements of a migration script (each ends with ';' at the end of a line, and is
-    complete by SQLite's rules: a trigger's body holds ';'s of its own)."""
-    statements: list[str] = []
-    current: list[str] = []
-    for line in text.splitlines():
-        if line.strip().startswith("--") and not current:
-            continue
-        current.append(line)
-        if line.rstrip().endswith(";") and sqlite3.complete_statement("\n".join(current)):
-            statements.append("\n".join(current))
-            current = []
-    if "".join(current).strip():
-        statements.append("\n".join(current))
-    return statements
-
-
-def rows_as_dicts(cur: sqlite3.Cursor) -> list[dict[str, Any]]:
-    names = [d[0] for d in cur.description]
-    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]

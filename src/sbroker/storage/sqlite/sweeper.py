@@ -23,8 +23,9 @@ deleted message in the same transaction, so no later message can inherit one.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
+
+from sbroker.storage.ports import Connection
 
 SWEEP_COMMITS = 32
 """Receiving commits of one process from its first mark to the sweep: bounds how long marked
@@ -79,7 +80,7 @@ class Sweeper:
         self.rows = 0
         self.commits = 0
 
-    def consume(self, conn: sqlite3.Connection, taken: Sequence[tuple[int, str]],
+    def consume(self, conn: Connection, taken: Sequence[tuple[int, str]],
                 queue_id: int) -> None:
         """Remove the received rows ``(queuing_order, message_id)`` of one queue: delete
         them (and count them) if there are several and they are dense, else mark them; and
@@ -100,7 +101,7 @@ class Sweeper:
             if self.rows >= self.every_rows or self.commits >= self.every_commits:
                 self.sweep(conn)
 
-    def sweep(self, conn: sqlite3.Connection) -> None:
+    def sweep(self, conn: Connection) -> None:
         """Delete every consumed message (any process's), counted; their marks go with them."""
         conn.execute(_COUNT_SWEPT)
         conn.execute(_SWEEP)

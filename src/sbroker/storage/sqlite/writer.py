@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from sbroker.core.errors import TransactionStateError
+from sbroker.storage.sqlite.connection import SqliteConnection
 
 T = TypeVar("T")
 MAX_BATCH = 256
@@ -52,7 +53,7 @@ def _sleeper() -> threading.Lock:
 class _Item(Generic[T]):
     __slots__ = ("armed", "durable", "error", "fn", "lazy", "result", "state", "wake")
 
-    def __init__(self, fn: Callable[[sqlite3.Connection], T], durable: bool, lazy: bool) -> None:
+    def __init__(self, fn: Callable[[SqliteConnection], T], durable: bool, lazy: bool) -> None:
         self.fn = fn
         self.durable = durable
         self.lazy = lazy
@@ -74,11 +75,11 @@ class _Item(Generic[T]):
 class Writer:
     """Runs write functions in batched SQLite transactions (leader/follower group commit)."""
 
-    def __init__(self, connect: Callable[[], sqlite3.Connection], sync: str, *,
+    def __init__(self, connect: Callable[[], SqliteConnection], sync: str, *,
                  on_commit: Callable[[], None] | None = None) -> None:
         self._connect = connect
         self._on_commit = on_commit or _nothing  # told after every SQLite COMMIT
-        self._conn: sqlite3.Connection | None = None
+        self._conn: SqliteConnection | None = None
         self._sync = sync
         self._current_sync = sync
         # One mutex guards the state below.  Threads of ``run`` sleep on their item's own
@@ -127,7 +128,7 @@ class Writer:
         """The commit that released locks has ended (committed or not)."""
         self._releasing.clear()
 
-    def _materialize(self, conn: sqlite3.Connection) -> None:
+    def _materialize(self, conn: SqliteConnection) -> None:
         """Write the lazy locks as rows (cleared from memory only once COMMIT succeeded)."""
         if self._lazy:
             conn.executemany(_INSERT_LOCK, [
@@ -135,7 +136,7 @@ class Writer:
             ])
 
     # -- connection ------------------------------------------------------------------------
-    def _connection(self, durable: bool) -> sqlite3.Connection:
+    def _connection(self, durable: bool) -> SqliteConnection:
         conn = self._conn
         if conn is None:
             conn = self._conn = self._connect()
@@ -146,7 +147,7 @@ class Writer:
                 self._current_sync = sync
         return conn
 
-    def _protect_lazy(self, conn: sqlite3.Connection) -> None:
+    def _protect_lazy(self, conn: SqliteConnection) -> None:
         """After a ROLLBACK, in-memory locks are no longer covered by the write lock: write
         them now."""
         if self._lazy:
@@ -154,7 +155,7 @@ class Writer:
             self._open = True
             self._commit_open(conn)
 
-    def _commit_open(self, conn: sqlite3.Connection) -> None:
+    def _commit_open(self, conn: SqliteConnection) -> None:
         """Commit the open lazy transaction (writing its locks), if there is one."""
         if self._open:
             try:
@@ -168,10 +169,13 @@ class Writer:
                     conn.execute("ROLLBACK")
             self._on_commit()
 
-    def acquire_exclusive(self) -> sqlite3.Connection:
+    def acquire_exclusive(self) -> SqliteConnection:
         """Hold the writer's connection for one transaction (``execute`` write statements):
         other commits queue here, woken at once on release, instead of sleeping in SQLite's
-        busy handler.  The caller must call :meth:`release_exclusive`."""
+        busy handler.  The caller must call :meth:`release_exclusive`.
+
+        What is queued in :meth:`run` goes first, in one batch: holders coming back to back
+        (an executor's readers serving a backlog) never starve a queued commit."""
         me = threading.get_ident()
         with self._mutex:
             if self._holder == me:
@@ -182,7 +186,12 @@ class Writer:
             self._wait_for_leadership()
             self._leading = True
             self._holder = me
+            batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
+            for it in batch:
+                it.state = 1
         try:
+            if batch:
+                self._commit(batch)
             conn = self._connection(durable=True)
             self._commit_open(conn)
             return self._connection(durable=True)
@@ -220,7 +229,7 @@ class Writer:
             self._cond.notify_all()
 
     # -- batches -----------------------------------------------------------------------------
-    def run(self, fn: Callable[[sqlite3.Connection], T], *, durable: bool = True,
+    def run(self, fn: Callable[[SqliteConnection], T], *, durable: bool = True,
             lazy: bool = False) -> T:
         """Run ``fn(conn)`` inside a write transaction; its result, or its exception.
 

@@ -22,19 +22,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from sbroker.apps.sql import read, read_dicts, statements
 from sbroker.core.errors import (
     BrokerError,
     ConversationNotFoundError,
+    DuplicateError,
     InvalidArgumentError,
     NotFoundError,
     TransactionStateError,
 )
-from sbroker.engine import events
+from sbroker.engine.api import BrokerAPI
 from sbroker.services.loop import ClockLoop
-from sbroker.storage.sqlite.connector import rows_as_dicts
+from sbroker.storage.queries import Queries
 
 if TYPE_CHECKING:
-    from sbroker.broker import Broker
     from sbroker.core.messages import Message
     from sbroker.engine.transaction import Transaction
     from sbroker.services.activation import ActivationContext
@@ -55,22 +56,7 @@ log = logging.getLogger("sbroker.poison")
 NOTIFIER = "sbroker/PoisonNotifier"
 KINDS = ("drop", "end_conversation", "log", "notify", "park")
 REDRIVABLE = ("logged", "notified", "parked")
-_SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS poison_message_details (incident_id INTEGER PRIMARY KEY,"
-    " queue_name TEXT NOT NULL, conversation_handle TEXT NOT NULL, message_id TEXT,"
-    " message_type_name TEXT, error TEXT, occurred_at REAL NOT NULL)",
-    "CREATE INDEX IF NOT EXISTS ix_poison_message_details"
-    " ON poison_message_details(conversation_handle)",
-    "CREATE TABLE IF NOT EXISTS poison_messages (record_id INTEGER PRIMARY KEY,"
-    " queue_name TEXT NOT NULL, conversation_handle TEXT NOT NULL, conversation_group_id TEXT,"
-    " message_id TEXT, message_sequence_number INTEGER, message_type_name TEXT,"
-    " service_name TEXT, service_contract_name TEXT, priority INTEGER, message_body BLOB,"
-    " attempts INTEGER NOT NULL, last_error TEXT, policy TEXT NOT NULL, state TEXT NOT NULL,"
-    " removed_at REAL NOT NULL, resend_at REAL, redriven_at REAL, redrive_error TEXT)",
-    "CREATE INDEX IF NOT EXISTS ix_poison_messages_state ON poison_messages(state, resend_at)",
-)
-_ready: weakref.WeakSet[Broker] = weakref.WeakSet()
-_services: weakref.WeakKeyDictionary[Broker, ParkingService] = weakref.WeakKeyDictionary()
+_services: weakref.WeakKeyDictionary[Any, ParkingService] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
@@ -126,23 +112,30 @@ class Policy:
 LOG = Policy.log()
 
 
-def ensure_tables(broker: Broker) -> None:
-    """Create the incident and removal tables (idempotent)."""
-    with _lock:
-        if broker in _ready:
-            return
-    with broker.db.connection() as conn:
-        for statement in _SCHEMA:
-            conn.execute(statement)
-    with _lock:
-        _ready.add(broker)
+def _sql(broker: BrokerAPI) -> Queries:
+    return statements(broker, "sbroker.apps.poison")
+
+
+def ensure_tables(broker: BrokerAPI) -> None:
+    """Kept for callers of earlier releases: the tables come with every database now."""
+
+
+def _ensure_sender(broker: BrokerAPI, service: str) -> None:
+    """The hidden queue and service (both ``service``) the notify policy sends from."""
+    cat = broker.catalog
+    with contextlib.suppress(DuplicateError):
+        if service not in cat.queues:
+            broker.create_queue(service, poison_message_handling=False)
+    with contextlib.suppress(DuplicateError):
+        if service not in cat.services:
+            broker.create_service(service, service)
 
 
 class PoisonGuard:
     """Receives one message per transaction from ``queue`` and runs ``handler(tx, msg)``;
     a failure rolls back and counts an incident; above ``threshold`` the policies apply."""
 
-    def __init__(self, broker: Broker, queue: str, *, threshold: int = 3,
+    def __init__(self, broker: BrokerAPI, queue: str, *, threshold: int = 3,
                  policy: Policy | Sequence[Policy] = LOG) -> None:
         if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 0:
             raise InvalidArgumentError("threshold must be an int >= 0")
@@ -153,17 +146,15 @@ class PoisonGuard:
         if not self.policies:
             raise InvalidArgumentError("give at least one poison policy")
         broker.catalog.queue(queue)
-        ensure_tables(broker)
+        self._sql = _sql(broker)
         if any(p.kind == "notify" for p in self.policies):
-            events.prepare_sender(broker, NOTIFIER)
+            _ensure_sender(broker, NOTIFIER)
         if any(p.kind == "park" for p in self.policies):
             install(broker)
 
     def incidents(self, conversation_handle: str) -> int:
         """Failed attempts recorded for a conversation (since its last removal)."""
-        with self.broker.db.connection() as conn:
-            row = conn.execute("SELECT count(*) FROM poison_message_details"
-                               " WHERE conversation_handle = ?", (conversation_handle,)).fetchone()
+        [row] = read(self.broker, self._sql.incidents_of, (conversation_handle,))
         return int(row[0])
 
     def process_one(self, handler: Callable[[Transaction, Message], object], *,
@@ -177,8 +168,7 @@ class PoisonGuard:
                 tx.commit()
                 return False
             msg = got[0]
-            row = tx.execute("SELECT count(*) FROM poison_message_details"
-                             " WHERE conversation_handle = ?", (msg.conversation_handle,))
+            row = tx.execute(self._sql.incidents_of, (msg.conversation_handle,))
             attempts = int(row.fetchone()[0])
             if attempts > self.threshold:
                 record_id = self._remove(tx, msg, attempts)
@@ -214,8 +204,7 @@ class PoisonGuard:
         error = f"{type(exc).__name__}: {exc}"
         with self.broker.transaction() as tx:
             tx.execute(
-                "INSERT INTO poison_message_details(queue_name, conversation_handle, message_id,"
-                " message_type_name, error, occurred_at) VALUES (?, ?, ?, ?, ?, ?)",
+                self._sql.record_incident,
                 (self.queue, msg.conversation_handle, msg.message_id, msg.message_type_name,
                  error, self.broker.clock.now()),
             )
@@ -230,14 +219,9 @@ class PoisonGuard:
                  else "dropped")
         now = self.broker.clock.now()
         park = next((p for p in self.policies if p.kind == "park"), None)
-        last = tx.execute(
-            "SELECT error FROM poison_message_details WHERE conversation_handle = ?"
-            " ORDER BY incident_id DESC LIMIT 1", (msg.conversation_handle,)).fetchone()
+        last = tx.execute(self._sql.last_incident_error, (msg.conversation_handle,)).fetchone()
         cur = tx.execute(
-            "INSERT INTO poison_messages(queue_name, conversation_handle, conversation_group_id,"
-            " message_id, message_sequence_number, message_type_name, service_name,"
-            " service_contract_name, priority, message_body, attempts, last_error, policy, state,"
-            " removed_at, resend_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            self._sql.record_removal,
             (self.queue, msg.conversation_handle, msg.conversation_group_id, msg.message_id,
              msg.message_sequence_number, msg.message_type_name, msg.service_name,
              msg.service_contract_name, msg.priority,
@@ -245,9 +229,8 @@ class PoisonGuard:
              last[0] if last else None, "+".join(kinds), state, now,
              None if park is None else now + park.delay),
         )
-        record_id = int(cur.lastrowid or 0)
-        tx.execute("DELETE FROM poison_message_details WHERE conversation_handle = ?",
-                   (msg.conversation_handle,))
+        record_id = int(cur.fetchone()[0])
+        tx.execute(self._sql.forget_incidents, (msg.conversation_handle,))
         for p in self.policies:
             if p.kind == "end_conversation":
                 tx.end_conversation(msg.conversation_handle, error=p.error,
@@ -261,10 +244,9 @@ class PoisonGuard:
                     "attempts": attempts, "last_error": last[0] if last else None,
                     "state": state,
                 })
-                events.send_shared(self.broker, tx, key=f"poison:{p.admin_service}",
-                                   from_service=NOTIFIER, to_service=p.admin_service,
-                                   contract=p.contract, message_type=p.message_type,
-                                   body=body.encode())
+                tx.send_shared(key=f"poison:{p.admin_service}", from_service=NOTIFIER,
+                               to_service=p.admin_service, contract=p.contract,
+                               message_type=p.message_type, body=body.encode())
         return record_id
 
     def _after_removal(self, msg: Message, record_id: int, attempts: int) -> None:
@@ -294,39 +276,27 @@ def guarded(handler: Callable[[Transaction, Message], object], *, threshold: int
 
 
 # -- inspection and re-drive (the CLI calls these) ------------------------------------------
-def list_messages(broker: Broker, *, queue: str | None = None,
+def list_messages(broker: BrokerAPI, *, queue: str | None = None,
                   state: str | None = None) -> list[dict[str, Any]]:
     """Removed poison messages, oldest first, optionally for one queue and/or state."""
-    ensure_tables(broker)
-    with broker.db.connection() as conn:
-        return rows_as_dicts(conn.execute(
-            "SELECT * FROM poison_messages WHERE (? IS NULL OR queue_name = ?)"
-            " AND (? IS NULL OR state = ?) ORDER BY record_id", (queue, queue, state, state)))
+    return read_dicts(broker, _sql(broker).list_messages, (queue, queue, state, state))
 
 
-def list_incidents(broker: Broker, *, queue: str | None = None) -> list[dict[str, Any]]:
+def list_incidents(broker: BrokerAPI, *, queue: str | None = None) -> list[dict[str, Any]]:
     """Recorded failed attempts not yet resolved by a removal."""
-    ensure_tables(broker)
-    with broker.db.connection() as conn:
-        return rows_as_dicts(conn.execute(
-            "SELECT * FROM poison_message_details WHERE (? IS NULL OR queue_name = ?)"
-            " ORDER BY incident_id", (queue, queue)))
+    return read_dicts(broker, _sql(broker).list_incidents, (queue, queue))
 
 
-def redrive(broker: Broker, record_id: int) -> str:
+def redrive(broker: BrokerAPI, record_id: int) -> str:
     """Send a logged/notified/parked message again into its conversation; the handle used.
 
     It is sent from the conversation's other endpoint, which must be in this database and
     still allow SEND; otherwise a :class:`BrokerError` says why and nothing changes.
     """
-    ensure_tables(broker)
+    sql = _sql(broker)
     with broker.transaction() as tx:
-        cur = tx.execute(
-            "UPDATE poison_messages SET state = 'redriven', redriven_at = ?, resend_at = NULL,"
-            f" redrive_error = NULL WHERE record_id = ? AND state IN {REDRIVABLE!r}",
-            (broker.clock.now(), record_id))
-        row = tx.execute("SELECT state, conversation_handle, message_type_name, message_body"
-                         " FROM poison_messages WHERE record_id = ?", (record_id,)).fetchone()
+        cur = tx.execute(sql.mark_redriven, (broker.clock.now(), record_id))
+        row = tx.execute(sql.removal, (record_id,)).fetchone()
         if row is None:
             raise NotFoundError(f"poison message record {record_id} does not exist")
         if cur.rowcount == 0:
@@ -334,11 +304,7 @@ def redrive(broker: Broker, record_id: int) -> str:
                 f"poison message record {record_id} is {row[0]}: only "
                 f"{', '.join(REDRIVABLE)} messages can be re-driven")
         _, handle, message_type, body = row
-        peer = tx.execute(
-            "SELECT p.conversation_handle FROM conversation_endpoints e"
-            " JOIN conversation_endpoints p ON p.conversation_id = e.conversation_id"
-            " AND p.is_initiator != e.is_initiator WHERE e.conversation_handle = ?",
-            (handle,)).fetchone()
+        peer = tx.execute(sql.peer_handle, (handle,)).fetchone()
         if peer is None:
             raise ConversationNotFoundError(
                 f"cannot re-drive record {record_id}: conversation {handle} has ended, or its "
@@ -349,14 +315,10 @@ def redrive(broker: Broker, record_id: int) -> str:
     return str(peer[0])
 
 
-def redrive_due(broker: Broker) -> int:
+def redrive_due(broker: BrokerAPI) -> int:
     """Re-drive every parked message whose delay has passed; how many went back."""
-    ensure_tables(broker)
-    with broker.db.connection() as conn:
-        due = [r[0] for r in conn.execute(
-            "SELECT record_id FROM poison_messages WHERE state = 'parked'"
-            " AND resend_at IS NOT NULL AND resend_at <= ? ORDER BY resend_at",
-            (broker.clock.now(),))]
+    sql = _sql(broker)
+    due = [r[0] for r in read(broker, sql.parked_due, (broker.clock.now(),))]
     done = 0
     for record_id in due:
         try:
@@ -366,29 +328,25 @@ def redrive_due(broker: Broker) -> int:
             log.error("parked message could not be re-driven", extra={
                 "record_id": record_id, "error": str(exc)})
             with broker.transaction() as tx:
-                tx.execute("UPDATE poison_messages SET resend_at = NULL, redrive_error = ?"
-                           " WHERE record_id = ?", (str(exc), record_id))
+                tx.execute(sql.redrive_failed, (str(exc), record_id))
     return done
 
 
 class ParkingService(ClockLoop):
     """Re-sends parked messages when their delay has passed (runs while the broker is started)."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerAPI) -> None:
         super().__init__(broker.clock, "sbroker-poison-parking")
         self.broker = broker
 
     def run_once(self) -> float | None:
         redrive_due(self.broker)
-        with self.broker.db.connection() as conn:
-            row = conn.execute("SELECT min(resend_at) FROM poison_messages"
-                               " WHERE state = 'parked' AND resend_at IS NOT NULL").fetchone()
+        [row] = read(self.broker, _sql(self.broker).next_parked)
         return None if row[0] is None else float(row[0])
 
 
-def install(broker: Broker) -> ParkingService:
+def install(broker: BrokerAPI) -> ParkingService:
     """The broker's parking service, added (once) to its background services."""
-    ensure_tables(broker)
     with _lock:
         service = _services.get(broker)
         if service is not None:

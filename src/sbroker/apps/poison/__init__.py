@@ -1,0 +1,29 @@
+"""Poison-message handling for activated procedures (seed 004): see :mod:`.guard`."""
+
+from __future__ import annotations
+
+from sbroker.apps.poison.guard import (
+    ParkingService,
+    PoisonGuard,
+    Policy,
+    ensure_tables,
+    guarded,
+    install,
+    list_incidents,
+    list_messages,
+    redrive,
+    redrive_due,
+)
+
+__all__ = [
+    "ParkingService",
+    "PoisonGuard",
+    "Policy",
+    "ensure_tables",
+    "guarded",
+    "install",
+    "list_incidents",
+    "list_messages",
+    "redrive",
+    "redrive_due",
+]

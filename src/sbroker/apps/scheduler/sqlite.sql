@@ -1,0 +1,62 @@
+-- The task scheduler's statements on its own tables (ExecutionLog, Schedulers,
+-- ExecutorSettings: migration 0005), for SQLite. Named blocks: see sbroker/storage/queries.py.
+
+-- name: add_scheduler
+INSERT INTO Schedulers(SchedulerHandle, ConversationId, Name, Priority, CreatedTime)
+VALUES (?, ?, ?, ?, ?)
+
+-- name: drop_scheduler
+DELETE FROM Schedulers WHERE SchedulerHandle = ?
+
+-- name: scheduler_priorities
+SELECT ConversationId, Priority FROM Schedulers
+
+-- name: log_task
+-- Returns the new LogID.
+INSERT INTO ExecutionLog(CallerID, SchedulerHandle, Task, QueuedTime, Pool)
+VALUES (?, ?, ?, ?, ?)
+RETURNING LogID
+
+-- name: request_cancel
+UPDATE ExecutionLog SET CancelRequested = 1 WHERE LogID = ? AND Status IN ('queued', 'running')
+
+-- name: task_start
+SELECT StartTime, Status FROM ExecutionLog WHERE LogID = ?
+
+-- name: mark_started
+-- Params: start time, worker, worker session, target handle, log id.
+UPDATE ExecutionLog SET Status = 'running', StartTime = ?, Worker = ?, WorkerSession = ?,
+    TargetHandle = ?
+WHERE LogID = ? AND Status = 'queued' AND CancelRequested = 0
+
+-- name: task_exists
+SELECT 1 FROM ExecutionLog WHERE LogID = ?
+
+-- name: mark_finished
+-- Params: status, end time, error, job ids (JSON), value (JSON), start time, log id.
+UPDATE ExecutionLog SET Status = ?, EndTime = ?, Error = ?, SparkJobIds = ?, Value = ?,
+    StartTime = COALESCE(StartTime, ?)
+WHERE LogID = ?
+
+-- name: cancel_requested
+-- Which of the log ids (a JSON array) were asked to cancel.
+SELECT LogID FROM ExecutionLog
+WHERE CancelRequested = 1 AND LogID IN (SELECT value FROM json_each(?))
+
+-- name: running_tasks
+SELECT LogID, TargetHandle, WorkerSession FROM ExecutionLog WHERE Status = 'running'
+
+-- name: still_running
+SELECT 1 FROM ExecutionLog WHERE LogID = ? AND Status = 'running'
+
+-- name: save_setting
+INSERT OR REPLACE INTO ExecutorSettings(key, value) VALUES (?, ?)
+
+-- name: setting
+SELECT value FROM ExecutorSettings WHERE key = ?
+
+-- name: view_ExecutionLog
+SELECT * FROM ExecutionLog
+
+-- name: view_ExecutionStatus
+SELECT * FROM ExecutionStatus

@@ -1,0 +1,115 @@
+"""How a process notices commits made by other connections to its SQLite file: a poller
+watching ``PRAGMA data_version`` (it changes when another connection commits), running while
+anybody watches."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+log = logging.getLogger("sbroker.storage")
+
+POLL_SECONDS = 0.001
+"""How often the poller looks, right after it saw a change..."""
+POLL_MAX_SECONDS = 0.016
+"""... doubling up to this while nothing changes: a watched database costs ~0.5 % of a core
+instead of ~7 %; the first commit after a quiet spell is noticed within 16 ms, later ones
+within 1 ms."""
+
+
+class DataVersionFeed:
+    """The SQLite :class:`~sbroker.storage.ports.ChangeFeed`.  Its poller thread is its own:
+    started when the first watcher comes, ended when the last one leaves, joined by
+    :meth:`close`."""
+
+    def __init__(self, connect: Callable[[], sqlite3.Connection]) -> None:
+        self._connect = connect
+        self._lock = threading.Lock()
+        # [callback, least seconds between two calls, when last called, a change not told]
+        self._subscribers: list[list[Any]] = []
+        self._watchers = 0
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self._wake = threading.Event()  # cuts the poller's pause short (close, a watcher)
+        self.pause: Callable[[float], object] = self._wake.wait  # tests may slow it down
+
+    def subscribe(self, on_change: Callable[[], None], *, min_interval: float = 0.0) -> None:
+        """Call ``on_change`` after other connections commit, at most every
+        ``min_interval`` seconds (a change within the interval is told at its end)."""
+        with self._lock:
+            self._subscribers.append([on_change, min_interval, float("-inf"), False])
+
+    @contextlib.contextmanager
+    def watch(self) -> Iterator[None]:
+        with self._lock:
+            self._watchers += 1
+            if self._thread is None and not self._closed:
+                self._thread = threading.Thread(target=self._poll, name="sbroker-changefeed",
+                                                daemon=True)
+                self._thread.start()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._watchers -= 1
+
+    def _changed(self, changed: bool = True) -> None:
+        """Tell the subscribers (``changed``: a new change; else only those owed one)."""
+        now = time.monotonic()
+        due = []
+        with self._lock:
+            for entry in self._subscribers:
+                entry[3] = entry[3] or changed
+                if entry[3] and now - entry[2] >= entry[1]:
+                    entry[2], entry[3] = now, False
+                    due.append(entry[0])
+        for fn in due:
+            try:
+                fn()
+            except Exception:  # a subscriber's failure must not stop the feed
+                log.exception("change feed subscriber failed")
+
+    def _poll(self) -> None:
+        try:
+            conn = self._connect()
+        except Exception:
+            log.debug("change feed could not connect", exc_info=True)
+            with self._lock:
+                self._thread = None
+            return
+        try:
+            last = conn.execute("PRAGMA data_version").fetchone()[0]
+            interval = POLL_SECONDS
+            while True:
+                with self._lock:
+                    if self._closed or self._watchers == 0:
+                        self._thread = None
+                        return
+                self.pause(interval)
+                current = conn.execute("PRAGMA data_version").fetchone()[0]
+                if current != last:
+                    last = current
+                    interval = POLL_SECONDS
+                    self._changed()
+                else:
+                    interval = min(2 * interval, POLL_MAX_SECONDS)
+                    self._changed(False)
+        except sqlite3.Error:
+            with self._lock:
+                self._thread = None
+        finally:
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            thread = self._thread
+        self._wake.set()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(10)

@@ -1,0 +1,115 @@
+"""The SQLite backend as one :class:`~sbroker.storage.ports.Store`: the connector (file,
+migrations, pool), the group-commit writer, the checkpointer, the sweeper of received rows,
+the change feed and the liveness of sessions."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from sbroker.storage.ports import Connection
+from sbroker.storage.queries import Queries
+from sbroker.storage.sqlite.changefeed import DataVersionFeed
+from sbroker.storage.sqlite.checkpoint import Checkpointer
+from sbroker.storage.sqlite.connection import SQL, SqliteConnection
+from sbroker.storage.sqlite.connector import Connector, parse_target
+from sbroker.storage.sqlite.liveness import PidLiveness
+from sbroker.storage.sqlite.locks import SqliteTxStorage
+from sbroker.storage.sqlite.sweeper import Sweeper
+from sbroker.storage.sqlite.writer import Writer
+
+REAP_INTERVAL = 1.0  # seconds between two looks for dead sessions (unless forced)
+
+
+class SqliteStore:
+    """One SQLite broker database."""
+
+    dialect = "sqlite"
+    sql: Queries = SQL
+    errors: tuple[type[Exception], ...] = (sqlite3.Error,)
+
+    def __init__(self, target: str | os.PathLike[str], *, durability: str = "normal") -> None:
+        path, temporary = parse_target(target)
+        self.connector = Connector(path, durability=durability, temporary=temporary)
+        self.path = path
+        self.location = path.stem
+        self.checkpointer = Checkpointer(self.connector.connect)
+        self.sweeper = Sweeper()
+        self.writer = Writer(self.connector.connect, self.connector.sync,
+                             on_commit=self.checkpointer.committed)
+        self.commit_path = self.writer
+        self.feed = DataVersionFeed(self.connector.connect)
+        self.liveness = PidLiveness(self.connector.read)
+        self._last_reap = 0.0
+        self._reap_lock = threading.Lock()
+
+    # -- connections ----------------------------------------------------------------------------
+    def read(self) -> Any:
+        return self.connector.read()
+
+    @contextmanager
+    def connection(self) -> Iterator[SqliteConnection]:
+        """A pooled connection (the same as :meth:`read`)."""
+        with self.connector.read() as conn:
+            yield conn
+
+    def run(self, fn: Callable[[SqliteConnection], Any], *, durable: bool = True) -> Any:
+        """A short write transaction through the group-commit writer."""
+        return self.writer.run(fn, durable=durable)
+
+    def tx_storage(self, owner: str, session: int, now: Callable[[], float]) -> SqliteTxStorage:
+        return SqliteTxStorage(self, owner, session, now)
+
+    # -- what backends do differently -------------------------------------------------------------
+    def consume(self, conn: Connection, taken: Sequence[tuple[int, str]],
+                queue_id: int) -> None:
+        self.sweeper.consume(conn, taken, queue_id)
+
+    def read_relation(self, conn: Connection, name: str) -> Any:
+        # The one statement built here: an identifier cannot be a parameter. The name is
+        # checked against the schema first and quoted.
+        if conn.query_one(conn.sql.application_relation, (name,)) is None:
+            return None
+        quoted = '"' + name.replace('"', '""') + '"'
+        return conn.execute(f"SELECT * FROM {quoted}")
+
+    def pending_locks(self) -> str:
+        """Groups locked in this process's writer memory only (or being released by a commit
+        still running), as a statement parameter: readers outside the writer must treat
+        them as locked."""
+        return json.dumps(self.writer.lazy_groups())
+
+    # -- sessions -------------------------------------------------------------------------------
+    def reap(self, own: int, *, force: bool = False) -> int:
+        """Drop the locks and rows of sessions whose process died (at most every
+        REAP_INTERVAL unless ``force``); how many.  Tells the change feed's subscribers."""
+        with self._reap_lock:
+            now = time.monotonic()
+            if not force and now - self._last_reap < REAP_INTERVAL:
+                return 0
+            self._last_reap = now
+        dead = self.liveness.dead(own)
+        if not dead:
+            return 0
+        self.drop_sessions(dead)
+        self.feed._changed()  # their locks are gone: waiters look again
+        return len(dead)
+
+    def drop_sessions(self, sessions: Sequence[int]) -> None:
+        """Delete the rows of these sessions: their group locks, activation rows, sessions."""
+        param = SqliteConnection.ids(sessions)
+
+        self.writer.run(lambda conn: conn.execute(conn.sql.drop_sessions, (param,)),
+                        durable=False)
+
+    def close(self) -> None:
+        self.feed.close()
+        self.writer.close()
+        self.checkpointer.close()
+        self.connector.close()
