@@ -41,22 +41,21 @@ def apply_ops(engine: Engine, ctx: Context, ops: list[Op], eps: dict[str, Endpoi
         dialogs.prefetch_senders(ctx, sent)
     send = dialogs.send_user_message
     for op in ops:
+        if type(op) is Send:  # the common case first, unpacked as the tuple it is
+            handles, mtype, body = op
+            for handle in handles:
+                send(ctx, handle, mtype, body)
+            continue
+        dialogs.flush(ctx)  # SENDs numbered in memory are written before anything else
         match op:
-            case Send(handles, mtype, body):
-                for handle in handles:
-                    send(ctx, handle, mtype, body)
             case Begin(endpoint):
-                dialogs.flush(ctx)
                 insert_endpoint(ctx, replace(endpoint))
             case End(handle, error, description, cleanup):
-                dialogs.flush(ctx)
                 dialogs.end(ctx, _current(ctx, handle), error, description, cleanup)
             case Timer(handle, at):
-                dialogs.flush(ctx)
                 _current(ctx, handle)
                 conn.execute(conn.sql.set_timer, (at, handle))
             case Move(handle, group):
-                dialogs.flush(ctx)
                 ep = _current(ctx, handle)
                 conn.execute(conn.sql.move_endpoint, (group, handle))
                 conn.execute(conn.sql.move_messages, (group, ep.group_id, handle))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from sbroker.core import messages as m
 from sbroker.core.catalog import Catalog
@@ -19,11 +19,9 @@ from sbroker.engine.catalog import CatalogCache
 from sbroker.engine.endpoints import Context, Endpoint
 from sbroker.engine.listeners import Listeners
 from sbroker.engine.notify import Notifier
+from sbroker.engine.transaction import Transaction
 from sbroker.engine.views import Views
 from sbroker.storage.ports import Connection, Store
-
-if TYPE_CHECKING:
-    from sbroker.engine.transaction import Transaction
 
 log = logging.getLogger("sbroker.engine")
 T = TypeVar("T")
@@ -48,7 +46,8 @@ class Engine:
         self.notifier = Notifier(clock, store.feed)
         self.procedures: dict[str, Callable[..., Any] | str] = {}
         self.closed = False
-        self._endpoint_cache: dict[str, tuple[Any, ...]] = {}
+        # Endpoint snapshots (their fields) for statement-time checks of SEND: COMMIT re-checks.
+        self.endpoint_cache: dict[str, tuple[Any, ...]] = {}
         self.session_id = store.liveness.register(clock.now())
         self.on_timers: Callable[[], None] = lambda: None  # the timer service's wake-up
         self.abandoned = Abandoned(self)
@@ -100,21 +99,14 @@ class Engine:
 
     # -- endpoint snapshots for statement-time checks of SEND (COMMIT re-checks) ----------------
     def remember_endpoint(self, ep: Endpoint) -> None:
-        cache = self._endpoint_cache
+        cache = self.endpoint_cache
         if len(cache) >= ENDPOINT_CACHE_SIZE:
             cache.pop(next(iter(cache)))
         cache[ep.handle] = tuple(ep.__dict__.values())  # rebuilt with Endpoint(*row)
 
-    def cached_endpoint(self, handle: str) -> Endpoint | None:
-        row = self._endpoint_cache.get(handle)
-        return None if row is None else Endpoint(*row)
-
-    def knows_endpoint(self, handle: str) -> bool:
-        return handle in self._endpoint_cache
-
     def forget_endpoints(self, handles: Iterable[str]) -> None:
         for handle in handles:
-            self._endpoint_cache.pop(handle, None)
+            self.endpoint_cache.pop(handle, None)
 
     # -- after a commit or a rollback ---------------------------------------------------------
     def after_commit(self, ready_queues: set[int], released: set[int] | bool,
@@ -185,8 +177,6 @@ class Engine:
 
     def transaction(self) -> Transaction:
         """A new broker transaction."""
-        from sbroker.engine.transaction import Transaction
-
         if self.closed:
             raise InvalidArgumentError("the broker is closed: open it again with Broker.open")
         return Transaction(self)

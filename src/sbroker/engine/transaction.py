@@ -140,7 +140,8 @@ class Transaction(Receiving):
         snapshot (state and contract, for SEND's checks: COMMIT re-reads the row); statements
         that depend on the endpoint's current group pass ``fresh=True``."""
         eps, engine = self._eps, self._engine
-        if isinstance(handle, str) and (handle in eps or engine.knows_endpoint(handle)):
+        cache = engine.endpoint_cache
+        if isinstance(handle, str) and (handle in eps or handle in cache):
             key = handle  # a handle we have seen is already in canonical form
         else:
             key = normalize_handle(handle)
@@ -150,10 +151,10 @@ class Transaction(Receiving):
         if ep is not None and (not fresh or ep.conv_order is None):
             return ep  # seen in this transaction (conv_order None: begun in it)
         if ep is None and not fresh:
-            cached = engine.cached_endpoint(key)
+            cached = cache.get(key)
             if cached is not None:
-                eps[key] = cached
-                return cached
+                ep = eps[key] = Endpoint(*cached)
+                return ep
         loaded = load_endpoint(self._c(), key)
         if loaded is None:
             raise ConversationNotFoundError(f"the conversation handle {key} is not found")
@@ -404,7 +405,9 @@ class Transaction(Receiving):
             self._engine.store.consume(conn, rows, queue_id)
         if kept:
             conn.executemany(conn.sql.retain_received, kept)
-        conn.execute(conn.sql.reset_rollback_counts, (conn.ids(sorted(self._received_queues)),))
+        reset = conn.sql.reset_rollback_count
+        for queue_id in self._received_queues:
+            conn.execute(reset, (queue_id,))
 
     def rollback(self) -> None:
         """Undo every effect; received messages become receivable again."""

@@ -25,11 +25,17 @@ _NAME = re.compile(r"^--\s*name:\s*([A-Za-z_][A-Za-z0-9_]*)\s*$")
 
 
 class Queries(Mapping[str, str]):
-    """The statements of one ``.sql`` file by name; a missing name is a clear error."""
+    """The statements of one ``.sql`` file by name: ``queries.some_name`` (a plain attribute:
+    as fast as a local lookup on the hot paths) or ``queries["some_name"]``; a missing name is
+    a clear error."""
 
     def __init__(self, origin: str, statements: dict[str, str]) -> None:
+        clash = sorted(set(statements) & _RESERVED)
+        if clash:
+            raise BrokerError(f"SQL block names in {origin} clash with Queries' own: {clash}")
         self.origin = origin
         self._statements = statements
+        self.__dict__.update(statements)
 
     def __getitem__(self, name: str) -> str:
         try:
@@ -38,7 +44,7 @@ class Queries(Mapping[str, str]):
             raise BrokerError(f"no SQL block named {name!r} in {self.origin}") from None
 
     def __getattr__(self, name: str) -> str:
-        """``queries.some_name``: the same as ``queries["some_name"]``."""
+        """Only called for a name that is not a block: the clear error."""
         if name.startswith("_"):
             raise AttributeError(name)
         return self[name]
@@ -48,6 +54,9 @@ class Queries(Mapping[str, str]):
 
     def __len__(self) -> int:
         return len(self._statements)
+
+
+_RESERVED = frozenset(dir(Queries)) | {"origin"}
 
 
 def parse(text: str, origin: str = "<sql>") -> Queries:

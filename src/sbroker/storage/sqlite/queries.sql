@@ -460,10 +460,9 @@ RETURNING rollback_count, poison_message_handling, status
 -- name: disable_queue
 UPDATE sb_queues SET status = 0 WHERE queue_id = ?
 
--- name: reset_rollback_counts
--- A committed RECEIVE resets the count of its queues (a JSON array of queue ids).
-UPDATE sb_queues SET rollback_count = 0
-WHERE rollback_count != 0 AND queue_id IN (SELECT value FROM json_each(?))
+-- name: reset_rollback_count
+-- A committed RECEIVE resets the count of its queue (no write when it is 0 already).
+UPDATE sb_queues SET rollback_count = 0 WHERE rollback_count != 0 AND queue_id = ?
 
 -- name: retain_received
 -- A received message of a queue with retention stays, as status 0. Params: order, id.
