@@ -1,0 +1,59 @@
+"""``sbroker run FILE``: a pipeline through the task scheduler, with a live display."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+
+from sbroker.cli.common import Broker, fail_cleanly
+
+
+@click.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("-p", "--param", "params", multiple=True, metavar="NAME=VALUE",
+              help="Override a [params] value of the file (repeatable).")
+@click.option("--readers", type=click.IntRange(min=1), default=None,
+              help="Executor readers (default: the pipeline's concurrency, at least 4).")
+@click.option("--local", is_flag=True,
+              help="Run on a thread pool in this process, without a broker database.")
+@click.pass_context
+@fail_cleanly
+def run(ctx: click.Context, file: str, params: tuple[str, ...], readers: int | None,
+        local: bool) -> None:
+    """Run a pipeline FILE (TOML) through the task scheduler, with a live display."""
+    from sbroker.apps.pipeline.command import run_command
+
+    opener = None if local else _broker_scheduler(ctx.obj["db"], readers)
+    code, _ = run_command(file, list(params), open_scheduler=opener)
+    sys.exit(code)
+
+
+def _broker_scheduler(db: str, readers: int | None) -> Any:
+    """Open the broker, install and start the executor, and hand out one scheduler."""
+
+    @contextlib.contextmanager
+    def open_broker(pipeline: Any) -> Iterator[Any]:
+        Path(db).parent.mkdir(parents=True, exist_ok=True)
+        concurrency = pipeline.options.concurrency
+        with Broker.open(db, monitor_interval=0.5) as broker:
+            broker.install_executor(max_queue_readers=readers or max(concurrency or 4, 4),
+                                    spark=pipeline.options.spark)
+            broker.start()
+            try:
+                with broker.scheduler(pipeline.name, max_concurrency=concurrency) as scheduler:
+                    yield scheduler
+            finally:
+                state = getattr(broker, "_executor_state", None)
+                broker.stop()
+                if state is not None:
+                    state.runner.close()
+
+    return open_broker
+
+
+COMMANDS = [run]
