@@ -8,12 +8,13 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from sbroker.core import messages as m
 from sbroker.core.clock import SYSTEM_CLOCK, Clock
-from sbroker.core.errors import InvalidArgumentError, NotFoundError
+from sbroker.core.errors import DatabaseError, InvalidArgumentError, NotFoundError
 from sbroker.core.priority import ANY
 from sbroker.engine import catalog as cat_mod
 from sbroker.engine import dialogs, events
@@ -39,7 +40,17 @@ REAP_INTERVAL = 1.0
 CATALOG_MAX_AGE = 0.05  # seconds a statement trusts the catalog snapshot without a check
 ENDPOINT_CACHE_SIZE = 10_000
 POISON_THRESHOLD = 5
-_OPTIONS = ("durability", "clock", "start", "monitor_interval", "anti_replay_seconds")
+_OPTIONS = ("durability", "clock", "start", "monitor_interval", "anti_replay_seconds", "create")
+
+
+def _check_path(path: Path, *, create: bool) -> None:
+    """One-line errors for a folder given as the database, and a missing file (create=False)."""
+    if path.is_dir():
+        raise DatabaseError(f"{path} is a folder, not a broker database file: give a file"
+                            f" path such as {path / 'sbroker.db'}")
+    if not create and not path.exists():
+        raise DatabaseError(f"no broker database at {path} (create=False): create it with"
+                            " Broker.open(path) or `sbroker --db PATH init`")
 
 
 class Broker:
@@ -81,7 +92,8 @@ class Broker:
 
         Options: ``durability`` ("normal" WAL default, or "full" to fsync each commit),
         ``clock`` (an injectable clock), ``start`` (start the background services),
-        ``monitor_interval`` (seconds, default 5), ``anti_replay_seconds`` (default 1800).
+        ``monitor_interval`` (seconds, default 5), ``anti_replay_seconds`` (default 1800),
+        ``create`` (default True; False refuses a file that does not exist yet).
         """
         unknown = sorted(set(options) - set(_OPTIONS))
         if unknown:
@@ -93,6 +105,8 @@ class Broker:
                 "the PostgreSQL backend is not available yet: use a file path or sqlite:///path"
             )
         path, temporary = parse_target(target)
+        if not temporary:
+            _check_path(path, create=options.get("create", True))
         interval = options.get("monitor_interval", 5.0)
         if isinstance(interval, bool) or not isinstance(interval, (int, float)) or interval <= 0:
             raise InvalidArgumentError("monitor_interval must be a number of seconds > 0")

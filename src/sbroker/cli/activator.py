@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from sbroker.cli.common import fail_cleanly
+from sbroker.cli.common import fail_cleanly, require_database
 
 
 @click.command()
@@ -34,6 +34,7 @@ def activator(ctx: click.Context, notification_queue: str, commands: tuple[str, 
             raise click.BadParameter(f"{spec!r}: expected QUEUE=COMMAND",
                                      param_hint="--command")
         mapping[queue] = command
+    require_database(ctx)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())

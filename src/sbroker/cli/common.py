@@ -9,14 +9,15 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
 from sbroker.broker import SQL_VIEWS, Broker
-from sbroker.core.errors import BrokerError
+from sbroker.core.errors import BrokerError, DatabaseError
 
-__all__ = ["SQL_VIEWS", "Broker", "fail_cleanly", "json_default", "open_broker"]
+__all__ = ["SQL_VIEWS", "Broker", "fail_cleanly", "json_default", "open_broker", "require_database"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -35,9 +36,26 @@ def fail_cleanly(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def open_broker(ctx: click.Context, **options: Any) -> Broker:
-    """Open the database named by ``--db`` (or SBROKER_DB)."""
-    return Broker.open(ctx.obj["db"], **options)
+def open_broker(ctx: click.Context, *, create: bool = False, **options: Any) -> Broker:
+    """Open the database named by ``--db`` (or SBROKER_DB). Only commands that set a database
+    up (``init``, ``demo``, ``run``) pass ``create=True``: a typo must not make a new file."""
+    if not create:
+        require_database(ctx)
+    return Broker.open(ctx.obj["db"], create=create, **options)
+
+
+def require_database(ctx: click.Context) -> None:
+    """Raise a one-line error when ``--db`` names a file that does not exist."""
+    db: str = ctx.obj["db"]
+    if db == ":memory:" or ("://" in db and not db.startswith("sqlite:///")):
+        return  # Broker.open says what is wrong with it, if anything
+    if Path(db.removeprefix("sqlite:///")).exists():
+        return
+    default = ctx.get_parameter_source("db") is click.core.ParameterSource.DEFAULT
+    where = (f"no broker database {db} in this folder (the default --db)" if default
+             else f"no broker database at {db}")
+    raise DatabaseError(f"{where}: create it with `sbroker --db {db} init`, or give --db"
+                        " (or SBROKER_DB) the path of an existing one")
 
 
 def json_default(value: Any) -> Any:

@@ -18,7 +18,7 @@ from sbroker.cli.common import fail_cleanly, open_broker
 @fail_cleanly
 def init(ctx: click.Context, queues: tuple[str, ...], services: tuple[str, ...]) -> None:
     """Create the database (if needed), and optionally queues and services."""
-    with open_broker(ctx) as b:
+    with open_broker(ctx, create=True) as b:
         existing = set(b.catalog.queues)
         for q in queues:
             if q not in existing:

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from sbroker.cli.common import Broker, fail_cleanly
+from sbroker.cli.common import Broker, fail_cleanly, require_database
 
 
 def run_serve(
@@ -57,6 +57,7 @@ def run_serve(
 @fail_cleanly
 def serve(ctx: click.Context, durability: str) -> None:
     """Run the started broker (endpoint, transmitter, timers, activation) until SIGINT/SIGTERM."""
+    require_database(ctx)
 
     def ready(broker: Broker) -> None:
         address = broker.network.address
