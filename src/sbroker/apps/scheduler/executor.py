@@ -62,6 +62,11 @@ class ExecutorState:
     tick: int = 0
     yielded: float = 0.0  # when a reader last let the writer's queue go first
     watcher: threading.Thread | None = None
+    readers: int = 0  # threads of this process inside serve() now: the tasks have a reader
+
+    def count_reader(self, delta: int) -> None:
+        with self.lock:
+            self.readers += delta
 
 
 def executor_state(broker: Broker) -> ExecutorState:
@@ -108,6 +113,7 @@ def serve(broker: Broker, state: ExecutorState, worker: str, *, wait: float,
     """
     outcome: Outcome | None = None
     handled = 0
+    state.count_reader(+1)
     try:
         while stopping is None or not stopping.is_set():
             got = _take(broker, state, worker, outcome, wait=0.0 if outcome else wait)
@@ -121,6 +127,7 @@ def serve(broker: Broker, state: ExecutorState, worker: str, *, wait: float,
             if payload is not None:
                 outcome = _run(broker, state, msg, payload)
     finally:
+        state.count_reader(-1)
         if outcome is not None:
             with broker.transaction() as tx:
                 _finish(tx, outcome)
