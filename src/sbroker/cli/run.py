@@ -21,15 +21,16 @@ from sbroker.cli.common import Broker, fail_cleanly
               help="Executor readers (default: the pipeline's concurrency, at least 4).")
 @click.option("--local", is_flag=True,
               help="Run on a thread pool in this process, without a broker database.")
+@click.option("-v", "--verbose", is_flag=True, help="Show the traceback of each failed task.")
 @click.pass_context
 @fail_cleanly
 def run(ctx: click.Context, file: str, params: tuple[str, ...], readers: int | None,
-        local: bool) -> None:
+        local: bool, verbose: bool) -> None:
     """Run a pipeline FILE (TOML) through the task scheduler, with a live display."""
     from sbroker.apps.pipeline.command import run_command
 
     opener = None if local else _broker_scheduler(ctx.obj["db"], readers)
-    code, _ = run_command(file, list(params), open_scheduler=opener)
+    code, _ = run_command(file, list(params), open_scheduler=opener, verbose=verbose)
     sys.exit(code)
 
 

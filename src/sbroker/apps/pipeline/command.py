@@ -84,9 +84,11 @@ def local_scheduler(runner_factory: Callable[[Pipeline], Runner] | None = None) 
 def run_command(path: str | Path, params: Sequence[str] = (), *,
                 console: Console | None = None,
                 open_scheduler: OpenScheduler | None = None,
-                monitor: TaskMonitor | None = None) -> tuple[int, PipelineRun | None]:
+                monitor: TaskMonitor | None = None,
+                verbose: bool = False) -> tuple[int, PipelineRun | None]:
     """Run a pipeline file; returns (exit code, the run). Problems with the file are one
-    line on stderr and exit code 2; a failed stage gives 1; Ctrl-C gives 130."""
+    line on stderr and exit code 2; a failed stage gives 1; Ctrl-C gives 130. ``verbose``
+    shows the traceback of each failed task."""
     console = console or Console()
     try:
         pipeline = load_pipeline(path, parse_param_overrides(list(params)))
@@ -96,7 +98,7 @@ def run_command(path: str | Path, params: Sequence[str] = (), *,
                 if monitor is None and isinstance(scheduler, TaskMonitor):
                     monitor = scheduler
                 run = run_pipeline(pipeline, scheduler,
-                                   observer=make_display(console, monitor))
+                                   observer=make_display(console, monitor, verbose=verbose))
     except PipelineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE, None

@@ -226,7 +226,7 @@ class Scheduler:
         start = _parse_time(data.get("start_time")) or dt.datetime.now(dt.UTC)
         end = _parse_time(data.get("end_time")) or start
         return TaskResult(log_id, data["status"], data.get("error"), start, end,
-                          data.get("value"))
+                          data.get("value"), data.get("error_details"))
 
     # -- cancel and monitoring -----------------------------------------------------------------
     def cancel(self, log_id: int) -> None:

@@ -17,6 +17,7 @@ import logging
 import os
 import threading
 import time
+import traceback
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -43,6 +44,7 @@ IDLE_SECONDS = 30.0
 CANCEL_POLL_SECONDS = 0.2
 YIELD_SECONDS = 0.02  # see _let_others_write
 DIED = "the executor process died while running the task"
+MAX_DETAILS = 64 * 1024  # characters of a failed task's traceback kept in ExecutionLog
 
 
 def _now() -> str:
@@ -76,6 +78,8 @@ def executor_state(broker: Broker) -> ExecutorState:
         from sbroker.apps.spark import SparkRunner
 
         state = ExecutorState(SparkRunner(schema.load_spark_config(broker)))
+        with broker.transaction() as tx:  # an ExecutionLog made by an earlier version
+            schema.upgrade(tx)
         broker._executor_state = state  # type: ignore[attr-defined]
     return state
 
@@ -100,6 +104,7 @@ class Outcome:
     error: str | None
     job_ids: list[int]
     times: tuple[str, str] | None
+    details: str | None = None  # the traceback of a failed task
 
 
 def serve(broker: Broker, state: ExecutorState, worker: str, *, wait: float,
@@ -282,33 +287,40 @@ def _run(broker: Broker, state: ExecutorState, msg: m.Message,
         task: Task = task_from_dict(payload["task"])
         execution = execute(state.runner, task, log_id=log_id, pool=payload.get("pool"))
         status, error, value = execution.status, execution.error, execution.value
+        details = execution.details
         job_ids = list(execution.spark_job_ids)
         start, end = execution.start_time.isoformat(), execution.end_time.isoformat()
     except Exception as exc:  # a broken message must still produce its AsyncDone
         log.exception("task %s could not run", log_id)
         status, error, value, job_ids, start, end = (
             "failed", f"{type(exc).__name__}: {exc}", None, [], _now(), _now())
+        details = traceback.format_exc()
     finally:
         with state.lock:
             state.running[group] -= 1
             if state.running[group] <= 0:
                 del state.running[group]
             state.running_logs.pop(log_id, None)
-    return Outcome(msg.conversation_handle, log_id, status, value, error, job_ids, (start, end))
+    return Outcome(msg.conversation_handle, log_id, status, value, error, job_ids, (start, end),
+                   details)
 
 
 def _finish(tx: Any, outcome: Outcome) -> None:
     """Record the outcome in ExecutionLog and send AsyncDone (in the caller's transaction)."""
     start, end = outcome.times or (None, _now())
+    details = outcome.details
+    if details is not None and len(details) > MAX_DETAILS:
+        details = "…" + details[-MAX_DETAILS:]  # the end names the error: keep it
     tx.execute(
-        "UPDATE ExecutionLog SET Status = ?, EndTime = ?, Error = ?, SparkJobIds = ?,"
-        " Value = ?, StartTime = COALESCE(StartTime, ?) WHERE LogID = ?",
-        (outcome.status, end, outcome.error, json.dumps(outcome.job_ids),
+        "UPDATE ExecutionLog SET Status = ?, EndTime = ?, Error = ?, ErrorDetails = ?,"
+        " SparkJobIds = ?, Value = ?, StartTime = COALESCE(StartTime, ?) WHERE LogID = ?",
+        (outcome.status, end, outcome.error, details, json.dumps(outcome.job_ids),
          json.dumps(outcome.value), start or end, outcome.log_id),
     )
     tx.send(outcome.handle, schema.ASYNC_DONE, json.dumps({
         "log_id": outcome.log_id, "status": outcome.status, "error": outcome.error,
-        "value": outcome.value, "start_time": start or end, "end_time": end,
+        "error_details": details, "value": outcome.value, "start_time": start or end,
+        "end_time": end,
     }))
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sbroker.engine.catalog import Activation
 
@@ -33,6 +33,7 @@ TABLES = (
         EndTime TEXT,
         Status TEXT NOT NULL DEFAULT 'queued',
         Error TEXT,
+        ErrorDetails TEXT,
         SparkJobIds TEXT,
         Value TEXT,
         Pool TEXT,
@@ -81,10 +82,23 @@ def install(broker: Broker, *, max_queue_readers: int, spark: SparkConfig | None
     with broker.transaction() as tx:
         for statement in TABLES:
             tx.execute(statement)
+        upgrade(tx)
         tx.execute(
             "INSERT OR REPLACE INTO ExecutorSettings(key, value) VALUES ('spark', ?)",
             (json.dumps(_spark_dict(spark)),),
         )
+
+
+#: Columns added to ExecutionLog after it was first created: (name, type).
+ADDED_COLUMNS = (("ErrorDetails", "TEXT"),)
+
+
+def upgrade(tx: Any) -> None:
+    """Add the columns an ExecutionLog made by an earlier version lacks (in ``tx``)."""
+    have = {row[1] for row in tx.execute("PRAGMA table_info(ExecutionLog)")}
+    for name, kind in ADDED_COLUMNS:
+        if have and name not in have:
+            tx.execute(f"ALTER TABLE ExecutionLog ADD COLUMN {name} {kind}")
 
 
 def _spark_dict(spark: SparkConfig | None) -> dict[str, object] | None:

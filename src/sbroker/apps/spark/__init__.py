@@ -39,6 +39,7 @@ from sbroker.apps.spark.tasks import (
     task_from_json,
     task_to_dict,
     task_to_json,
+    task_traceback,
 )
 
 __all__ = [
@@ -72,4 +73,5 @@ __all__ = [
     "task_from_json",
     "task_to_dict",
     "task_to_json",
+    "task_traceback",
 ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -104,7 +105,7 @@ class Execution:
     def result(self) -> TaskResult:
         """The ``TaskResult`` reported to the scheduler."""
         return TaskResult(self.log_id, self.status, self.error, self.start_time,
-                          self.end_time, self.value)
+                          self.end_time, self.value, self.details)
 
 
 def _utcnow() -> dt.datetime:
@@ -124,7 +125,8 @@ def execute(runner: Runner, task: Task, *, log_id: int, pool: str | None = None,
         return Execution(log_id, "failed", start, now(), error=exc.error,
                          spark_job_ids=exc.spark_job_ids, details=exc.details)
     except Exception as exc:  # a runner bug must still not kill the executor
-        return Execution(log_id, "failed", start, now(), error=one_line_error(exc))
+        return Execution(log_id, "failed", start, now(), error=one_line_error(exc),
+                         details=traceback.format_exc())
     return Execution(log_id, "succeeded", start, now(), value=json_value(outcome.value),
                      spark_job_ids=list(outcome.spark_job_ids))
 

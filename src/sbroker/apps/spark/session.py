@@ -17,7 +17,6 @@ import os
 import sys
 import tempfile
 import threading
-import traceback
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ from sbroker.apps.spark.tasks import (
     as_task,
     one_line_error,
     resolve_target,
+    task_traceback,
 )
 
 if TYPE_CHECKING:
@@ -199,7 +199,7 @@ class SparkRunner:
             if isinstance(exc, AssertionError) and not state.entered and not str(exc):
                 error += (" (pyspark.sql.functions need a running session: use `spark` first,"
                           " e.g. spark.range(...), before building columns)")
-            raise TaskError(log_id, error, job_ids, traceback.format_exc()) from exc
+            raise TaskError(log_id, error, job_ids, task_traceback(exc)) from exc
         except BaseException:
             self._leave(state)
             raise

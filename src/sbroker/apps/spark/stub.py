@@ -25,6 +25,7 @@ from sbroker.apps.spark.tasks import (
     as_task,
     one_line_error,
     resolve_target,
+    task_traceback,
 )
 
 __all__ = ["NoSpark", "StubBehaviour", "StubRunner", "task_key"]
@@ -145,7 +146,8 @@ class StubRunner:
         except Exception as exc:
             if run.cancelled.is_set():
                 raise TaskCancelled(run.log_id, "cancelled", job_ids) from exc
-            raise TaskError(run.log_id, one_line_error(exc), job_ids) from exc
+            raise TaskError(run.log_id, one_line_error(exc), job_ids,
+                            task_traceback(exc)) from exc
         if run.cancelled.is_set():
             raise TaskCancelled(run.log_id, "cancelled", job_ids)
         return RunOutcome(value, job_ids)
