@@ -17,7 +17,7 @@ from sbroker.core.clock import SYSTEM_CLOCK, Clock
 from sbroker.core.errors import DatabaseError, InvalidArgumentError, NotFoundError
 from sbroker.core.priority import ANY
 from sbroker.engine import catalog as cat_mod
-from sbroker.engine import dialogs, events
+from sbroker.engine import definitions, dialogs, events
 from sbroker.engine.catalog import Activation, Catalog
 from sbroker.engine.hooks import EngineHooks
 from sbroker.engine.notify import Notifier
@@ -228,26 +228,41 @@ class Broker:
         self._forget_endpoints(ctx.changed)
         self._after_commit(ctx.ready_queues, False, set(), False)
 
-    def create_message_type(self, name: str, validation: object = "none") -> None:
-        self._ddl(cat_mod.create_message_type, name, validation)
+    def _create(self, exist_ok: bool, kind: str, name: str, args: Mapping[str, Any],
+                fn: Any, *fn_args: Any, redeliver: bool = False) -> bool:
+        """Run a create DDL (see ``definitions.create_once``); True when it created."""
+        def same() -> bool:
+            with self.db.connection() as conn:
+                return definitions.same(conn, self._catalog_for(conn), kind, name, args)
+        return definitions.create_once(exist_ok, same,
+                                       lambda: self._ddl(fn, *fn_args, redeliver=redeliver))
+
+    def create_message_type(self, name: str, validation: object = "none", *,
+                            exist_ok: bool = False) -> None:
+        self._create(exist_ok, "message type", name, {"validation": validation},
+                     cat_mod.create_message_type, name, validation)
 
     def drop_message_type(self, name: str) -> None:
         self._ddl(cat_mod.drop_message_type, name)
 
-    def create_contract(self, name: str, message_types: Mapping[str, str]) -> None:
-        self._ddl(cat_mod.create_contract, name, message_types)
+    def create_contract(self, name: str, message_types: Mapping[str, str], *,
+                        exist_ok: bool = False) -> None:
+        self._create(exist_ok, "contract", name, {"message_types": message_types},
+                     cat_mod.create_contract, name, message_types)
 
     def drop_contract(self, name: str) -> None:
         self._ddl(cat_mod.drop_contract, name)
 
     def create_queue(self, name: str, *, status: bool = True, retention: bool = False,
                      activation: Activation | None = None,
-                     poison_message_handling: bool = True) -> None:
-        self._ddl(cat_mod.create_queue, name, dict(
-            status=status, retention=retention, activation=activation,
-            poison_message_handling=poison_message_handling))
-        self._remember_procedure(name, activation)
-        self.hooks.altered(name)
+                     poison_message_handling: bool = True, exist_ok: bool = False) -> None:
+        options = dict(status=status, retention=retention, activation=activation,
+                       poison_message_handling=poison_message_handling)
+        created = self._create(exist_ok, "queue", name, options, cat_mod.create_queue, name,
+                               options)
+        self._remember_procedure(name, activation)  # a callable is known per process
+        if created:
+            self.hooks.altered(name)
 
     def alter_queue(self, name: str, **options: Any) -> None:
         self._ddl(cat_mod.alter_queue, name, options, redeliver=options.get("status") is True)
@@ -266,17 +281,23 @@ class Broker:
         self._procedures.pop(name, None)
         self.hooks.altered(name)
 
-    def create_service(self, name: str, queue: str, contracts: Iterable[str] = ()) -> None:
-        self._ddl(cat_mod.create_service, name, queue, contracts, redeliver=True)
+    def create_service(self, name: str, queue: str, contracts: Iterable[str] = (), *,
+                       exist_ok: bool = False) -> None:
+        contracts = tuple(contracts) if not isinstance(contracts, str) else (contracts,)
+        self._create(exist_ok, "service", name, {"queue": queue, "contracts": contracts},
+                     cat_mod.create_service, name, queue, contracts, redeliver=True)
 
     def drop_service(self, name: str) -> None:
         self._ddl(cat_mod.drop_service, name)
 
     def create_route(self, name: str, service_name: str | None = None, address: str = "LOCAL",
-                     broker_instance: str | None = None, lifetime: float | None = None) -> None:
+                     broker_instance: str | None = None, lifetime: float | None = None, *,
+                     exist_ok: bool = False) -> None:
         expires = None if lifetime is None else self.clock.now() + float(lifetime)
-        self._ddl(cat_mod.create_route, name, service_name, address, broker_instance, expires,
-                  redeliver=True)
+        args = {"service_name": service_name, "address": address,
+                "broker_instance": broker_instance, "lifetime": lifetime}
+        self._create(exist_ok, "route", name, args, cat_mod.create_route, name, service_name,
+                     address, broker_instance, expires, redeliver=True)
 
     def drop_route(self, name: str) -> None:
         self._ddl(cat_mod.drop_route, name)
@@ -285,13 +306,14 @@ class Broker:
                         secret: str | bytes | None = None, certificate: str | None = None,
                         private_key: str | None = None, ca: str | None = None,
                         encryption: str = "required", message_forwarding: bool = False,
-                        message_forward_size: int = 10, **tunables: Any) -> None:
+                        message_forward_size: int = 10, exist_ok: bool = False,
+                        **tunables: Any) -> None:
         """The broker endpoint (SPEC §7); ``tunables``: see ``sbroker.network.config.TUNABLES``
         (fragment_size, retry_initial, retry_max, idle_timeout, starvation_seconds, ...)."""
         self.network.create_endpoint(
             host, port, secret=secret, certificate=certificate, private_key=private_key, ca=ca,
             encryption=encryption, message_forwarding=message_forwarding,
-            message_forward_size=message_forward_size, **tunables)
+            message_forward_size=message_forward_size, exist_ok=exist_ok, **tunables)
 
     def alter_endpoint(self, **options: Any) -> None:
         self.network.alter_endpoint(**options)
@@ -301,17 +323,21 @@ class Broker:
 
     def create_broker_priority(self, name: str, *, contract: str = ANY,
                                local_service: str = ANY, remote_service: str = ANY,
-                               priority_level: int = 5) -> None:
-        self._ddl(cat_mod.create_broker_priority, name, contract, local_service, remote_service,
-                  priority_level)
+                               priority_level: int = 5, exist_ok: bool = False) -> None:
+        args = {"contract": contract, "local_service": local_service,
+                "remote_service": remote_service, "priority_level": priority_level}
+        self._create(exist_ok, "broker priority", name, args, cat_mod.create_broker_priority,
+                     name, contract, local_service, remote_service, priority_level)
 
     def drop_broker_priority(self, name: str) -> None:
         self._ddl(cat_mod.drop_broker_priority, name)
 
     def create_event_notification(self, name: str, queue: str, event: str,
-                                  to_service: str) -> None:
-        self._ddl(cat_mod.create_event_notification, name, queue, event, to_service)
-        self.hooks.altered(queue)
+                                  to_service: str, *, exist_ok: bool = False) -> None:
+        args = {"queue": queue, "event": event, "to_service": to_service}
+        if self._create(exist_ok, "event notification", name, args,
+                        cat_mod.create_event_notification, name, queue, event, to_service):
+            self.hooks.altered(queue)
 
     def drop_event_notification(self, name: str) -> None:
         self._ddl(cat_mod.drop_event_notification, name)

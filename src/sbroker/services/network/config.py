@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from sbroker.core.errors import DuplicateError, InvalidArgumentError, NotFoundError
+from sbroker.engine.definitions import check
 from sbroker.storage.sqlite.connector import process_alive, write
 
 ENCRYPTION = ("required", "supported", "disabled")
@@ -169,6 +170,16 @@ def create(conn: sqlite3.Connection, host: str, port: int, options: dict[str, An
         if conn.execute("SELECT 1 FROM sb_net_endpoint").fetchone() is not None:
             raise DuplicateError("the broker endpoint already exists: use alter_endpoint")
         _save(conn, cfg)
+
+
+def same(conn: sqlite3.Connection, host: str, port: int, options: dict[str, Any]) -> bool:
+    """For ``create_endpoint(exist_ok=True)``: False when there is no endpoint, True when
+    it has these options, a DuplicateError saying what differs otherwise."""
+    current = load(conn)
+    if current is None:
+        return False
+    asked = asdict(_options({"host": host, "port": port, **options}))
+    return check("the broker endpoint", asdict(current), asked, secret=frozenset({"secret"}))
 
 
 def alter(conn: sqlite3.Connection, options: dict[str, Any]) -> EndpointConfig:

@@ -69,8 +69,11 @@ class NetworkService:
         broker.register_view("dm_broker_partial_messages", self.partial_messages)
 
     # -- DDL ------------------------------------------------------------------------------
-    def create_endpoint(self, host: str, port: int, **options: Any) -> None:
+    def create_endpoint(self, host: str, port: int, *, exist_ok: bool = False,
+                        **options: Any) -> None:
         with self.broker.db.connection() as conn:
+            if exist_ok and cfg_mod.same(conn, host, port, options):
+                return
             cfg_mod.create(conn, host, port, options)
         self._restart()
 
