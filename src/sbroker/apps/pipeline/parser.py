@@ -338,8 +338,10 @@ def _coerce(key: str, text: str, default: Any, path: str | Path | None) -> Any:
         if isinstance(default, float):
             return float(text)
     except ValueError:
-        raise PipelineError(f"parameter {key!r} must be a {type(default).__name__}, "
-                            f"got {text!r}", path=path) from None
+        kind = ("true or false" if isinstance(default, bool) else
+                "an integer" if isinstance(default, int) else "a number")
+        raise PipelineError(f"parameter {key!r} must be {kind}, got {text!r}",
+                            path=path) from None
     return text
 
 
