@@ -17,7 +17,7 @@ from sbroker.core.clock import SYSTEM_CLOCK, Clock
 from sbroker.core.errors import DatabaseError, InvalidArgumentError, NotFoundError
 from sbroker.core.priority import ANY
 from sbroker.engine import catalog as cat_mod
-from sbroker.engine import definitions, dialogs, events
+from sbroker.engine import definitions, dialogs, events, metrics
 from sbroker.engine.catalog import Activation, Catalog
 from sbroker.engine.hooks import EngineHooks
 from sbroker.engine.notify import Notifier
@@ -371,6 +371,12 @@ class Broker:
                 (q.queue_id, -1 if top is None else top),
             ).fetchall()
         return [m.Message(*row) for row in rows]
+
+    def queue_metrics(self) -> list[dict[str, Any]]:
+        """Per queue: messages ``ready``, ``locked`` (in a group a transaction holds),
+        ``incomplete`` (still being reassembled) and ``retained``."""
+        with self.db.connection() as conn:
+            return metrics.queue_metrics(conn)
 
     def view(self, name: str) -> list[dict[str, Any]]:
         """A catalog or dynamic management view as a list of dicts."""

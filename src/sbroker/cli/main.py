@@ -14,8 +14,10 @@ import click
 DB_HELP = "Broker database: a file path or sqlite:///path (env SBROKER_DB)."
 
 COMMAND_MODULES = (
-    "messages",   # init, send, receive
+    "messages",   # init, send, receive, peek
     "status",     # status, views
+    "queues",     # queue list | create | enable | disable | drop
+    "network",    # endpoint create | list | drop, route create | list | drop
     "run",        # run a pipeline file through the scheduler
     "serve",      # serve a started broker
     "activator",  # the external activator

@@ -1,4 +1,4 @@
-"""``init``, ``send``, ``receive``: create a database, and move messages by hand."""
+"""``init``, ``send``, ``receive``, ``peek``: create a database, move and look at messages."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 import click
 
 from sbroker.cli.common import fail_cleanly, open_broker
+from sbroker.core.messages import Message
 
 
 @click.command()
@@ -76,19 +77,40 @@ def receive(ctx: click.Context, queue: str, top: int | None, timeout: float, end
     with open_broker(ctx) as b, b.transaction() as tx:
         messages = tx.receive(queue, top=top, timeout=timeout)
         for msg in messages:
-            click.echo(json.dumps({
-                "conversation_handle": msg.conversation_handle,
-                "conversation_group_id": msg.conversation_group_id,
-                "message_sequence_number": msg.message_sequence_number,
-                "message_type_name": msg.message_type_name,
-                "service_name": msg.service_name,
-                "priority": msg.priority,
-                "body": msg.message_body.decode("utf-8", errors="replace"),
-            }))
+            click.echo(json.dumps(message_json(msg)))
             if end and (msg.is_end_dialog or msg.is_error):
                 tx.end_conversation(msg.conversation_handle)
     if not messages:
         click.echo(f"(no message in {queue})", err=True)
 
 
-COMMANDS = [init, send, receive]
+@click.command()
+@click.argument("queue")
+@click.option("--top", type=click.IntRange(min=1), help="At most this many messages.")
+@click.pass_context
+@fail_cleanly
+def peek(ctx: click.Context, queue: str, top: int | None) -> None:
+    """Look at QUEUE's messages in RECEIVE order without receiving them (JSON lines)."""
+    with open_broker(ctx) as b:
+        messages = b.peek(queue, top=top)
+    for msg in messages:
+        click.echo(json.dumps({"status": msg.status, "queuing_order": msg.queuing_order,
+                               **message_json(msg)}))
+    if not messages:
+        click.echo(f"(no message in {queue})", err=True)
+
+
+def message_json(msg: Message) -> dict[str, object]:
+    """What ``receive`` and ``peek`` print of a message (its body as text)."""
+    return {
+        "conversation_handle": msg.conversation_handle,
+        "conversation_group_id": msg.conversation_group_id,
+        "message_sequence_number": msg.message_sequence_number,
+        "message_type_name": msg.message_type_name,
+        "service_name": msg.service_name,
+        "priority": msg.priority,
+        "body": msg.message_body.decode("utf-8", errors="replace"),
+    }
+
+
+COMMANDS = [init, send, receive, peek]

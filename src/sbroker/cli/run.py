@@ -22,15 +22,24 @@ from sbroker.cli.common import Broker, fail_cleanly
 @click.option("--local", is_flag=True,
               help="Run on a thread pool in this process, without a broker database.")
 @click.option("-v", "--verbose", is_flag=True, help="Show the traceback of each failed task.")
+@click.option("--spark-master", metavar="URL",
+              help="Run on this Spark master (local[4], spark://host:7077, ...) instead of"
+                   " the file's spark.master.")
+@click.option("--spark-remote", metavar="sc://HOST:PORT",
+              help="Run on this Spark Connect server instead of the file's Spark settings.")
 @click.pass_context
 @fail_cleanly
 def run(ctx: click.Context, file: str, params: tuple[str, ...], readers: int | None,
-        local: bool, verbose: bool) -> None:
+        local: bool, verbose: bool, spark_master: str | None,
+        spark_remote: str | None) -> None:
     """Run a pipeline FILE (TOML) through the task scheduler, with a live display."""
     from sbroker.apps.pipeline.command import run_command
 
+    if spark_master and spark_remote:
+        raise click.UsageError("give --spark-master or --spark-remote, not both")
     opener = None if local else _broker_scheduler(ctx.obj["db"], readers)
-    code, _ = run_command(file, list(params), open_scheduler=opener, verbose=verbose)
+    code, _ = run_command(file, list(params), open_scheduler=opener, verbose=verbose,
+                          spark_master=spark_master, spark_remote=spark_remote)
     sys.exit(code)
 
 

@@ -5,7 +5,6 @@ an object that is not what it asked for)."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -13,21 +12,23 @@ from sbroker.core.errors import DuplicateError
 from sbroker.core.validation import normalize
 from sbroker.engine.catalog import Activation, Catalog
 
+Connection = Any  # a connection of the storage layer (execute() returning rows)
+
 Definition = dict[str, Any]
 
 
-def _message_type(conn: sqlite3.Connection, cat: Catalog, name: str) -> Definition | None:
+def _message_type(conn: Connection, cat: Catalog, name: str) -> Definition | None:
     row = conn.execute("SELECT validation, json_schema FROM sb_message_types WHERE name = ?",
                        (name,)).fetchone()
     return None if row is None else {"validation": row[0], "schema": row[1]}
 
 
-def _contract(conn: sqlite3.Connection, cat: Catalog, name: str) -> Definition | None:
+def _contract(conn: Connection, cat: Catalog, name: str) -> Definition | None:
     types = cat.contracts.get(name)
     return None if types is None else {"message_types": dict(types)}
 
 
-def _queue(conn: sqlite3.Connection, cat: Catalog, name: str) -> Definition | None:
+def _queue(conn: Connection, cat: Catalog, name: str) -> Definition | None:
     q = cat.queues.get(name)
     if q is None:
         return None
@@ -37,14 +38,14 @@ def _queue(conn: sqlite3.Connection, cat: Catalog, name: str) -> Definition | No
             "poison_message_handling": q.poison_message_handling}
 
 
-def _service(conn: sqlite3.Connection, cat: Catalog, name: str) -> Definition | None:
+def _service(conn: Connection, cat: Catalog, name: str) -> Definition | None:
     svc = cat.services.get(name)
     if svc is None:
         return None
     return {"queue": cat.queues_by_id[svc.queue_id].name, "contracts": sorted(svc.contracts)}
 
 
-def _route(conn: sqlite3.Connection, cat: Catalog, name: str) -> Definition | None:
+def _route(conn: Connection, cat: Catalog, name: str) -> Definition | None:
     route = next((r for r in cat.routes if r.name == name), None)
     if route is None:
         return None
@@ -53,7 +54,7 @@ def _route(conn: sqlite3.Connection, cat: Catalog, name: str) -> Definition | No
             "lifetime": "none" if route.expires_at is None else "set"}
 
 
-def _priority(conn: sqlite3.Connection, cat: Catalog, name: str) -> Definition | None:
+def _priority(conn: Connection, cat: Catalog, name: str) -> Definition | None:
     p = next((p for p in cat.priorities if p.name == name), None)
     if p is None:
         return None
@@ -61,7 +62,7 @@ def _priority(conn: sqlite3.Connection, cat: Catalog, name: str) -> Definition |
             "remote_service": p.remote_service, "priority_level": p.priority_level}
 
 
-def _notification(conn: sqlite3.Connection, cat: Catalog, name: str) -> Definition | None:
+def _notification(conn: Connection, cat: Catalog, name: str) -> Definition | None:
     row = next((n for n in cat.notifications if n[0] == name), None)
     if row is None:
         return None
@@ -69,7 +70,7 @@ def _notification(conn: sqlite3.Connection, cat: Catalog, name: str) -> Definiti
     return {"queue": queue.name if queue else None, "event": row[2], "to_service": row[3]}
 
 
-CURRENT: dict[str, Callable[[sqlite3.Connection, Catalog, str], Definition | None]] = {
+CURRENT: dict[str, Callable[[Connection, Catalog, str], Definition | None]] = {
     "message type": _message_type, "contract": _contract, "queue": _queue,
     "service": _service, "route": _route, "broker priority": _priority,
     "event notification": _notification,
@@ -96,7 +97,7 @@ def wanted(kind: str, args: Mapping[str, Any]) -> Definition:
     return out
 
 
-def same(conn: sqlite3.Connection, cat: Catalog, kind: str, name: str,
+def same(conn: Connection, cat: Catalog, kind: str, name: str,
          args: Mapping[str, Any]) -> bool:
     """False when no ``kind`` named ``name`` exists; True when it exists as ``args`` define
     it; a DuplicateError (one line, what differs) when it exists otherwise."""
