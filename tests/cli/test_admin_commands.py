@@ -159,3 +159,21 @@ def test_run_takes_the_spark_master_or_remote_from_the_command_line(tmp_path: Pa
     assert code == 2 and "not both" in err
     code, _, err = run(db, "run", "--spark-remote", "http://h:1", str(file))
     assert code == 2 and "sc://" in err
+
+
+def test_poison_lists_show_times_as_local_date_times(tmp_path: Path) -> None:
+    from sbroker.apps.poison import PoisonGuard
+
+    db = tmp_path / "p.db"
+    with shop(db) as b:
+        with b.transaction() as tx:
+            tx.send(tx.begin_dialog("Shop", "Shop"), body="bad")
+
+        def fail(tx: sbroker.Transaction, msg: sbroker.Message) -> None:
+            raise ValueError("cannot")
+
+        assert PoisonGuard(b, "Orders", threshold=3).process_one(fail)
+    code, out, _ = run(db, "poison", "incidents")
+    assert code == 0
+    when = json.loads(out)["occurred_at"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d", when), when

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
-from sbroker.cli.common import fail_cleanly, json_default, open_broker
+from sbroker.cli.common import fail_cleanly, open_broker
+from sbroker.cli.tables import json_line
 
 
 @click.group()
@@ -26,7 +25,7 @@ def poison_list(ctx: click.Context, queue: str | None, state: str | None) -> Non
 
     with open_broker(ctx) as b:
         for row in p.list_messages(b, queue=queue, state=state):
-            click.echo(json.dumps(row, default=json_default))
+            click.echo(json_line(row))
 
 
 @poison.command("incidents")
@@ -39,7 +38,7 @@ def poison_incidents(ctx: click.Context, queue: str | None) -> None:
 
     with open_broker(ctx) as b:
         for row in p.list_incidents(b, queue=queue):
-            click.echo(json.dumps(row, default=json_default))
+            click.echo(json_line(row))
 
 
 @poison.command("redrive")

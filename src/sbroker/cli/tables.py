@@ -4,6 +4,7 @@ times as local ISO date-times."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from sbroker.cli.common import Broker
+from sbroker.cli.common import Broker, json_default
 
 #: Columns that hold a time (epoch seconds in the broker's views, ISO text in the scheduler's).
 TIME_COLUMNS = frozenset({"lifetime", "dialog_timer", "created_at", "enqueue_time",
@@ -58,6 +59,16 @@ def cell(value: Any, column: str = "") -> str:
         text = value.decode("utf-8", errors="replace")
         return text if len(text) <= 60 else text[:57] + "..."
     return "" if value is None else str(value)
+
+
+def json_line(row: Mapping[str, Any]) -> str:
+    """A view row as one JSON line: times as local ISO date-times with their offset, bytes
+    as text."""
+    out = {}
+    for key, value in row.items():
+        when = local_time(value, sep="T") if is_time_column(key) else None
+        out[key] = when if when is not None else value
+    return json.dumps(out, default=json_default)
 
 
 def print_rows(console: Console, title: str, rows: Sequence[Mapping[str, Any]],
