@@ -78,7 +78,7 @@ def print_rows(console: Console, title: str, rows: Sequence[Mapping[str, Any]],
         console.print(f"[bold]{title}[/bold]: (no rows)")
         return
     cols = list(columns or rows[0])
-    texts = [[cell(row[c], c) for c in cols] for row in rows]
+    texts = [[cell(row.get(c), c) for c in cols] for row in rows]
     widths = [max(len(col), *(len(line) for t in texts for line in t[i].splitlines() or [""]))
               for i, col in enumerate(cols)]
     if sum(widths) + 3 * len(cols) + 1 <= console.width:  # each column: 2 padding, 1 border
@@ -95,7 +95,7 @@ def print_rows(console: Console, title: str, rows: Sequence[Mapping[str, Any]],
         record.add_column(style="dim", no_wrap=True)
         record.add_column(overflow="fold")
         for col in cols:
-            record.add_row(col, cell(row[col], col))
+            record.add_row(col, cell(row.get(col), col))
         console.print(f"-- row {i}")
         console.print(record)
 

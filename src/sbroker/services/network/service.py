@@ -148,6 +148,7 @@ class NetworkService:
             certificate=certificate, private_key=private_key, ca=ca,
             encryption=encryption,  # type: ignore[arg-type]
             dialog=dialog, idle_timeout=cfg.tunable("idle_timeout", 90.0),
+            certificates_from_secret=self._tls_dir is not None and cfg.certificate is None,
         )
         receiver: Receiver
         transmitter = Transmitter(
