@@ -91,3 +91,21 @@ def test_waiting_on_tasks_no_reader_takes_warns_after_a_few_seconds(
     assert len(warnings) == 1
     assert "no executor reader" in warnings[0] and "start()" in warnings[0]
     assert other.broker_instance == b.broker_instance
+
+
+def test_a_cancelled_task_of_a_scheduler_that_went_away_is_recorded_cancelled(
+        executor: sbroker.Broker) -> None:
+    from sbroker.apps.scheduler import serve
+    from sbroker.apps.scheduler.executor import executor_state
+
+    with executor.scheduler() as s:
+        log_id = s.exec_async("SELECT 1")
+        s.cancel(log_id)  # then the caller leaves without waiting (Ctrl-C, SIGTERM)
+    [row] = executor.view("ExecutionLog")
+    assert row["Status"] == "cancelled"  # at once, even with no reader running
+    # a reader that comes later takes the task and the end of the dialog without error
+    assert serve(executor, executor_state(executor), "w", wait=0) == 2
+    [row] = executor.view("ExecutionLog")
+    assert row["Status"] == "cancelled" and row["LogID"] == log_id
+    assert executor.peek("QueueAsyncTarget") == []
+    assert executor.view("conversation_endpoints") == []

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import click
@@ -33,14 +35,36 @@ def run(ctx: click.Context, file: str, params: tuple[str, ...], readers: int | N
         local: bool, verbose: bool, spark_master: str | None,
         spark_remote: str | None) -> None:
     """Run a pipeline FILE (TOML) through the task scheduler, with a live display."""
-    from sbroker.apps.pipeline.command import run_command
+    from sbroker.apps.pipeline.command import EXIT_INTERRUPTED, run_command
 
     if spark_master and spark_remote:
         raise click.UsageError("give --spark-master or --spark-remote, not both")
     opener = None if local else _broker_scheduler(ctx.obj["db"], readers)
-    code, _ = run_command(file, list(params), open_scheduler=opener, verbose=verbose,
-                          spark_master=spark_master, spark_remote=spark_remote)
-    sys.exit(code)
+    with _sigterm_as_ctrl_c() as terminated:
+        try:
+            code, _ = run_command(file, list(params), open_scheduler=opener, verbose=verbose,
+                                  spark_master=spark_master, spark_remote=spark_remote)
+        except KeyboardInterrupt:  # before the first stage or after the last one
+            click.echo("sbroker run: interrupted", err=True)
+            code = EXIT_INTERRUPTED
+    sys.exit(128 + signal.SIGTERM if terminated and code == EXIT_INTERRUPTED else code)
+
+
+@contextlib.contextmanager
+def _sigterm_as_ctrl_c() -> Iterator[list[int]]:
+    """SIGTERM (a service manager, `kill`) stops the run as Ctrl-C does: the running stage is
+    cancelled and the summary printed. The list yielded holds the signal once it came."""
+    received: list[int] = []
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield received
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _broker_scheduler(db: str, readers: int | None) -> Any:

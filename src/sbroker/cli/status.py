@@ -78,7 +78,7 @@ def _scheduler(b: Broker, console: Console) -> None:
         table = _table(f"last {min(len(log), RECENT_TASKS)} tasks", "status", "ended",
                        "task / error", title=True)
         for r in log[-RECENT_TASKS:]:
-            text = r["Error"] or _task_label(r["Task"])
+            text = _task_label(r["Task"]) + (f": {r['Error']}" if r["Error"] else "")
             table.add_row(str(r["LogID"]), r["Status"], cell(r["EndTime"], "EndTime"), text)
         console.print(table)
 

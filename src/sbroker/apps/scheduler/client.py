@@ -232,9 +232,15 @@ class Scheduler:
     def cancel(self, log_id: int) -> None:
         """Cancel a queued or running task; its result comes back as ``cancelled``."""
         with self.broker.transaction() as tx:
+            # a queued task is cancelled now (no reader may ever come for it: the caller may
+            # be leaving); the executor that takes its message reports it cancelled
+            tx.execute(
+                "UPDATE ExecutionLog SET Status = 'cancelled', EndTime = ?,"
+                " Error = 'cancelled before it started' WHERE LogID = ? AND Status = 'queued'",
+                (dt.datetime.now(dt.UTC).isoformat(), log_id))
             tx.execute(
                 "UPDATE ExecutionLog SET CancelRequested = 1"
-                " WHERE LogID = ? AND Status IN ('queued', 'running')", (log_id,),
+                " WHERE LogID = ? AND Status IN ('cancelled', 'running')", (log_id,),
             )
         state = getattr(self.broker, "_executor_state", None)
         if state is not None:

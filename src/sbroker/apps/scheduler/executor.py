@@ -11,6 +11,7 @@ three.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import logging
@@ -31,6 +32,7 @@ from sbroker.apps.spark import (
     task_to_json,
 )
 from sbroker.core import messages as m
+from sbroker.core.errors import ConversationNotFoundError, ConversationStateError
 from sbroker.storage.sqlite.sweeper import live
 
 if TYPE_CHECKING:
@@ -317,11 +319,13 @@ def _finish(tx: Any, outcome: Outcome) -> None:
         (outcome.status, end, outcome.error, details, json.dumps(outcome.job_ids),
          json.dumps(outcome.value), start or end, outcome.log_id),
     )
-    tx.send(outcome.handle, schema.ASYNC_DONE, json.dumps({
-        "log_id": outcome.log_id, "status": outcome.status, "error": outcome.error,
-        "error_details": details, "value": outcome.value, "start_time": start or end,
-        "end_time": end,
-    }))
+    # if the scheduler ended its dialog (it left), the row is all there is to record
+    with contextlib.suppress(ConversationStateError, ConversationNotFoundError):
+        tx.send(outcome.handle, schema.ASYNC_DONE, json.dumps({
+            "log_id": outcome.log_id, "status": outcome.status, "error": outcome.error,
+            "error_details": details, "value": outcome.value, "start_time": start or end,
+            "end_time": end,
+        }))
 
 
 def _ensure_watcher(broker: Broker, state: ExecutorState) -> None:
