@@ -90,7 +90,7 @@ def with_spark(pipeline: Pipeline, master: str | None, remote: str | None) -> Pi
     current = pipeline.options.spark
     try:
         spark = SparkConfig(master=master, remote=remote, conf=current.conf,
-                            app_name=current.app_name)
+                            app_name=current.app_name, connect_timeout=current.connect_timeout)
     except ValueError as exc:
         raise PipelineError(str(exc), path=pipeline.path) from None
     return dataclasses.replace(pipeline,

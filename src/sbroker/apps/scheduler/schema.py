@@ -104,17 +104,17 @@ def upgrade(tx: Any) -> None:
 def _spark_dict(spark: SparkConfig | None) -> dict[str, object] | None:
     if spark is None:
         return None
-    return {"master": spark.master, "remote": spark.remote, "conf": dict(spark.conf),
-            "app_name": spark.app_name}
+    return spark.to_dict()
 
 
 def load_spark_config(broker: Broker) -> SparkConfig:
     """The SparkConfig stored by ``install_executor`` (local mode when none was given)."""
-    from sbroker.apps.spark import SparkConfig
+    from sbroker.apps.spark import DEFAULT_CONNECT_TIMEOUT, SparkConfig
 
     rows = broker.view("ExecutorSettings")
     stored = next((json.loads(r["value"]) for r in rows if r["key"] == "spark"), None)
     if not stored:
         return SparkConfig()
     return SparkConfig(master=stored["master"], remote=stored["remote"], conf=stored["conf"],
-                       app_name=stored["app_name"])
+                       app_name=stored["app_name"],
+                       connect_timeout=stored.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT))

@@ -6,7 +6,7 @@ creates a session.
 
 from __future__ import annotations
 
-from sbroker.apps.spark.config import DEFAULT_CONF, SparkConfig
+from sbroker.apps.spark.config import DEFAULT_CONF, DEFAULT_CONNECT_TIMEOUT, SparkConfig
 from sbroker.apps.spark.runner import (
     Execution,
     Runner,
@@ -18,6 +18,7 @@ from sbroker.apps.spark.runner import (
 from sbroker.apps.spark.session import (
     LazySparkSession,
     SparkRunner,
+    SparkUnavailable,
     create_session,
     job_tag,
 )
@@ -44,6 +45,7 @@ from sbroker.apps.spark.tasks import (
 
 __all__ = [
     "DEFAULT_CONF",
+    "DEFAULT_CONNECT_TIMEOUT",
     "Execution",
     "LazySparkSession",
     "PythonTask",
@@ -53,6 +55,7 @@ __all__ = [
     "SparkProgress",
     "SparkRunner",
     "SparkSQL",
+    "SparkUnavailable",
     "StubBehaviour",
     "StubRunner",
     "Task",
