@@ -28,6 +28,7 @@ from sbroker.apps.spark import (
     Runner,
     Task,
     execute,
+    spark_ids_json,
     task_from_dict,
     task_to_json,
 )
@@ -107,6 +108,7 @@ class Outcome:
     job_ids: list[int]
     times: tuple[str, str] | None
     details: str | None = None  # the traceback of a failed task
+    operation_ids: tuple[str, ...] = ()  # Spark Connect's, in place of job ids
 
 
 def serve(broker: Broker, state: ExecutorState, worker: str, *, wait: float,
@@ -291,12 +293,13 @@ def _run(broker: Broker, state: ExecutorState, msg: m.Message,
         status, error, value = execution.status, execution.error, execution.value
         details = execution.details
         job_ids = list(execution.spark_job_ids)
+        operation_ids = tuple(execution.operation_ids)
         start, end = execution.start_time.isoformat(), execution.end_time.isoformat()
     except Exception as exc:  # a broken message must still produce its AsyncDone
         log.exception("task %s could not run", log_id)
         status, error, value, job_ids, start, end = (
             "failed", f"{type(exc).__name__}: {exc}", None, [], _now(), _now())
-        details = traceback.format_exc()
+        details, operation_ids = traceback.format_exc(), ()
     finally:
         with state.lock:
             state.running[group] -= 1
@@ -304,7 +307,7 @@ def _run(broker: Broker, state: ExecutorState, msg: m.Message,
                 del state.running[group]
             state.running_logs.pop(log_id, None)
     return Outcome(msg.conversation_handle, log_id, status, value, error, job_ids, (start, end),
-                   details)
+                   details, operation_ids)
 
 
 def _finish(tx: Any, outcome: Outcome) -> None:
@@ -316,7 +319,8 @@ def _finish(tx: Any, outcome: Outcome) -> None:
     tx.execute(
         "UPDATE ExecutionLog SET Status = ?, EndTime = ?, Error = ?, ErrorDetails = ?,"
         " SparkJobIds = ?, Value = ?, StartTime = COALESCE(StartTime, ?) WHERE LogID = ?",
-        (outcome.status, end, outcome.error, details, json.dumps(outcome.job_ids),
+        (outcome.status, end, outcome.error, details,
+         spark_ids_json(outcome.job_ids, list(outcome.operation_ids)),
          json.dumps(outcome.value), start or end, outcome.log_id),
     )
     # if the scheduler ended its dialog (it left), the row is all there is to record

@@ -14,6 +14,7 @@ from sbroker.apps.spark.runner import (
     SparkProgress,
     execute,
     json_value,
+    spark_ids_json,
 )
 from sbroker.apps.spark.session import (
     LazySparkSession,
@@ -72,6 +73,7 @@ __all__ = [
     "json_value",
     "one_line_error",
     "resolve_target",
+    "spark_ids_json",
     "task_from_dict",
     "task_from_json",
     "task_to_dict",

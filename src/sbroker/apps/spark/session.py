@@ -132,6 +132,7 @@ class _Running:
     done: threading.Event = field(default_factory=threading.Event)
     entered: bool = False
     connect_progress: SparkProgress | None = None
+    operation_ids: list[str] = field(default_factory=list)  # Spark Connect's, in order
 
 
 class SparkRunner:
@@ -229,22 +230,23 @@ class SparkRunner:
                                             **task.kwargs))
         except Exception as exc:
             job_ids = self._leave(state)
+            ops = state.operation_ids
             if state.cancelled.is_set():
-                raise TaskCancelled(log_id, "cancelled", job_ids) from exc
+                raise TaskCancelled(log_id, "cancelled", job_ids, operation_ids=ops) from exc
             error = one_line_error(exc)
             if self._connect and type(exc).__name__ == "RetriesExceeded" and self.config.remote:
                 error = lost(self.config.remote, error)
             if isinstance(exc, AssertionError) and not state.entered and not str(exc):
                 error += (" (pyspark.sql.functions need a running session: use `spark` first,"
                           " e.g. spark.range(...), before building columns)")
-            raise TaskError(log_id, error, job_ids, task_traceback(exc)) from exc
+            raise TaskError(log_id, error, job_ids, task_traceback(exc), ops) from exc
         except BaseException:
             self._leave(state)
             raise
         job_ids = self._leave(state)
         if state.cancelled.is_set():
-            raise TaskCancelled(log_id, "cancelled", job_ids)
-        return RunOutcome(value, job_ids)
+            raise TaskCancelled(log_id, "cancelled", job_ids, operation_ids=state.operation_ids)
+        return RunOutcome(value, job_ids, state.operation_ids)
 
     def _run_sql(self, spark: SparkSession, task: SparkSQL) -> JsonValue:
         args: Any = task.args
@@ -389,6 +391,8 @@ class SparkRunner:
             state = self._running.get(log_id) if log_id is not None else None
         if state is None:
             return
+        if operation_id and operation_id not in state.operation_ids:
+            state.operation_ids.append(operation_id)
         stage_list = list(stages or [])
         state.connect_progress = SparkProgress(
             jobs=1, active_jobs=0 if done else 1,

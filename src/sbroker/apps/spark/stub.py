@@ -46,6 +46,7 @@ class StubBehaviour:
     spark_job_ids: Sequence[int] = ()
     progress: SparkProgress | None = None
     gate: threading.Event | None = None
+    operation_ids: Sequence[str] = ()
 
 
 class NoSpark:
@@ -79,9 +80,10 @@ class StubRunner:
 
     def on(self, key: str, *, value: JsonValue = None, error: BaseException | None = None,
            spark_job_ids: Sequence[int] = (), progress: SparkProgress | None = None,
-           gate: threading.Event | None = None) -> StubBehaviour:
+           gate: threading.Event | None = None,
+           operation_ids: Sequence[str] = ()) -> StubBehaviour:
         """Script the task with this SQL text or Python target."""
-        behaviour = StubBehaviour(value, error, spark_job_ids, progress, gate)
+        behaviour = StubBehaviour(value, error, spark_job_ids, progress, gate, operation_ids)
         with self._lock:
             self._behaviours[key] = behaviour
         return behaviour
@@ -150,7 +152,7 @@ class StubRunner:
                             task_traceback(exc)) from exc
         if run.cancelled.is_set():
             raise TaskCancelled(run.log_id, "cancelled", job_ids)
-        return RunOutcome(value, job_ids)
+        return RunOutcome(value, job_ids, list(behaviour.operation_ids) if behaviour else [])
 
     def cancel(self, log_id: int) -> bool:
         """Cancel a running task (its gate stops waiting) or one that has not started yet."""

@@ -204,14 +204,16 @@ def task_traceback(exc: BaseException) -> str:
 
 
 class TaskError(BrokerError):
-    """A task failed inside a runner; ``error`` is one line, ``spark_job_ids`` its jobs."""
+    """A task failed inside a runner; ``error`` is one line, ``spark_job_ids`` its jobs
+    (``operation_ids`` its operations under Spark Connect)."""
 
     def __init__(self, log_id: int, error: str, spark_job_ids: Sequence[int] = (),
-                 details: str | None = None) -> None:
+                 details: str | None = None, operation_ids: Sequence[str] = ()) -> None:
         super().__init__(error)
         self.log_id = log_id
         self.error = error
         self.spark_job_ids = list(spark_job_ids)
+        self.operation_ids = list(operation_ids)
         self.details = details
 
 
