@@ -4,34 +4,52 @@ the background services together; the methods are a thin facade over them (SPEC 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from sbroker.core import messages as m
 from sbroker.core.catalog import Activation, Catalog
 from sbroker.core.clock import SYSTEM_CLOCK, Clock
-from sbroker.core.errors import InvalidArgumentError
+from sbroker.core.errors import DatabaseError, InvalidArgumentError
 from sbroker.core.priority import ANY
 from sbroker.engine import catalog as ddl
+from sbroker.engine import definitions
 from sbroker.engine.engine import Engine
 from sbroker.engine.listeners import Listeners
 from sbroker.engine.transaction import Transaction
 from sbroker.services.activation import ActivationService
 from sbroker.services.network.service import NetworkService
 from sbroker.services.timers import TimerService
-from sbroker.storage.ports import Store
+from sbroker.storage.ports import Connection, Store
+from sbroker.storage.sqlite.connector import parse_target
 from sbroker.storage.sqlite.store import SqliteStore
 
-_OPTIONS = ("durability", "clock", "start", "monitor_interval", "anti_replay_seconds")
+_OPTIONS = ("durability", "clock", "start", "monitor_interval", "anti_replay_seconds", "create")
 
 
-def open_store(target: str | os.PathLike[str], *, durability: str) -> Store:
-    """The storage backend for ``target``: a SQLite file (path, ``sqlite:///``, ``:memory:``)."""
+def _check_path(path: Path, *, create: bool) -> None:
+    """One-line errors for a folder given as the database, and a missing file (create=False)."""
+    if path.is_dir():
+        raise DatabaseError(f"{path} is a folder, not a broker database file: give a file"
+                            f" path such as {path / 'sbroker.db'}")
+    if not create and not path.exists():
+        raise DatabaseError(f"no broker database at {path} (create=False): create it with"
+                            " Broker.open(path) or `sbroker --db PATH init`")
+
+
+def open_store(target: str | os.PathLike[str], *, durability: str, create: bool = True
+               ) -> Store:
+    """The storage backend for ``target``: a SQLite file (path, ``sqlite:///``, ``:memory:``).
+    ``create=False`` refuses a database that does not exist yet."""
     if str(target).startswith(("postgresql://", "postgres://")):
         raise InvalidArgumentError(
             "the PostgreSQL backend is not available yet: use a file path or sqlite:///path"
         )
+    path, temporary = parse_target(target)
+    if not temporary:
+        _check_path(path, create=create)
     return SqliteStore(target, durability=durability)
 
 
@@ -71,7 +89,8 @@ class Broker:
 
         Options: ``durability`` ("normal" WAL default, or "full" to fsync each commit),
         ``clock`` (an injectable clock), ``start`` (start the background services),
-        ``monitor_interval`` (seconds, default 5), ``anti_replay_seconds`` (default 1800).
+        ``monitor_interval`` (seconds, default 5), ``anti_replay_seconds`` (default 1800),
+        ``create`` (default True; False refuses a database that does not exist yet).
         """
         unknown = sorted(set(options) - set(_OPTIONS))
         if unknown:
@@ -81,7 +100,8 @@ class Broker:
         interval = options.get("monitor_interval", 5.0)
         if isinstance(interval, bool) or not isinstance(interval, (int, float)) or interval <= 0:
             raise InvalidArgumentError("monitor_interval must be a number of seconds > 0")
-        store = open_store(target, durability=options.get("durability", "normal"))
+        store = open_store(target, durability=options.get("durability", "normal"),
+                           create=bool(options.get("create", True)))
         try:
             broker = cls(
                 store, clock=options.get("clock") or SYSTEM_CLOCK,
@@ -185,26 +205,43 @@ class Broker:
         return self.engine.anti_replay
 
     # -- catalog DDL (SPEC §2) ---------------------------------------------------------------
-    def create_message_type(self, name: str, validation: object = "none") -> None:
-        self.engine.ddl(ddl.create_message_type(name, validation))
+    def _create(self, exist_ok: bool, kind: str, name: str, args: Mapping[str, Any],
+                fn: Callable[[Connection], None], *, redeliver: bool = False) -> bool:
+        """Run a create DDL; with ``exist_ok`` the same definition again is a no-op and a
+        different one a DuplicateError saying what differs (``definitions``).  True when it
+        created."""
+        def same() -> bool:
+            with self.store.read() as conn:
+                return definitions.same(conn, self.engine.catalog(conn), kind, name, args)
+
+        return definitions.create_once(
+            exist_ok, same, lambda: self.engine.ddl(fn, redeliver=redeliver))
+
+    def create_message_type(self, name: str, validation: object = "none", *,
+                            exist_ok: bool = False) -> None:
+        self._create(exist_ok, "message type", name, {"validation": validation},
+                     ddl.create_message_type(name, validation))
 
     def drop_message_type(self, name: str) -> None:
         self.engine.ddl(ddl.drop_message_type(name))
 
-    def create_contract(self, name: str, message_types: Mapping[str, str]) -> None:
-        self.engine.ddl(ddl.create_contract(name, message_types))
+    def create_contract(self, name: str, message_types: Mapping[str, str], *,
+                        exist_ok: bool = False) -> None:
+        self._create(exist_ok, "contract", name, {"message_types": message_types},
+                     ddl.create_contract(name, message_types))
 
     def drop_contract(self, name: str) -> None:
         self.engine.ddl(ddl.drop_contract(name))
 
     def create_queue(self, name: str, *, status: bool = True, retention: bool = False,
                      activation: Activation | None = None,
-                     poison_message_handling: bool = True) -> None:
-        self.engine.ddl(ddl.create_queue(name, dict(
-            status=status, retention=retention, activation=activation,
-            poison_message_handling=poison_message_handling)))
-        self._remember_procedure(name, activation)
-        self.engine.listeners.altered(name)
+                     poison_message_handling: bool = True, exist_ok: bool = False) -> None:
+        options = dict(status=status, retention=retention, activation=activation,
+                       poison_message_handling=poison_message_handling)
+        created = self._create(exist_ok, "queue", name, options, ddl.create_queue(name, options))
+        self._remember_procedure(name, activation)  # a callable is known per process
+        if created:
+            self.engine.listeners.altered(name)
 
     def alter_queue(self, name: str, **options: Any) -> None:
         self.engine.ddl(ddl.alter_queue(name, options), redeliver=options.get("status") is True)
@@ -223,17 +260,24 @@ class Broker:
         self.engine.procedures.pop(name, None)
         self.engine.listeners.altered(name)
 
-    def create_service(self, name: str, queue: str, contracts: Iterable[str] = ()) -> None:
-        self.engine.ddl(ddl.create_service(name, queue, contracts), redeliver=True)
+    def create_service(self, name: str, queue: str, contracts: Iterable[str] = (), *,
+                       exist_ok: bool = False) -> None:
+        contracts = tuple(contracts) if not isinstance(contracts, str) else (contracts,)
+        self._create(exist_ok, "service", name, {"queue": queue, "contracts": contracts},
+                     ddl.create_service(name, queue, contracts), redeliver=True)
 
     def drop_service(self, name: str) -> None:
         self.engine.ddl(ddl.drop_service(name))
 
     def create_route(self, name: str, service_name: str | None = None, address: str = "LOCAL",
-                     broker_instance: str | None = None, lifetime: float | None = None) -> None:
+                     broker_instance: str | None = None, lifetime: float | None = None, *,
+                     exist_ok: bool = False) -> None:
         expires = None if lifetime is None else self.clock.now() + float(lifetime)
-        self.engine.ddl(ddl.create_route(name, service_name, address, broker_instance, expires),
-                        redeliver=True)
+        args = {"service_name": service_name, "address": address,
+                "broker_instance": broker_instance, "lifetime": lifetime}
+        self._create(exist_ok, "route", name, args,
+                     ddl.create_route(name, service_name, address, broker_instance, expires),
+                     redeliver=True)
 
     def drop_route(self, name: str) -> None:
         self.engine.ddl(ddl.drop_route(name))
@@ -242,14 +286,15 @@ class Broker:
                         secret: str | bytes | None = None, certificate: str | None = None,
                         private_key: str | None = None, ca: str | None = None,
                         encryption: str = "required", message_forwarding: bool = False,
-                        message_forward_size: int = 10, **tunables: Any) -> None:
+                        message_forward_size: int = 10, exist_ok: bool = False,
+                        **tunables: Any) -> None:
         """The broker endpoint (SPEC §7); ``tunables``: see
         ``sbroker.services.network.config.TUNABLES`` (fragment_size, retry_initial,
         retry_max, idle_timeout, starvation_seconds, ...)."""
         self.network.create_endpoint(
             host, port, secret=secret, certificate=certificate, private_key=private_key, ca=ca,
             encryption=encryption, message_forwarding=message_forwarding,
-            message_forward_size=message_forward_size, **tunables)
+            message_forward_size=message_forward_size, exist_ok=exist_ok, **tunables)
 
     def alter_endpoint(self, **options: Any) -> None:
         self.network.alter_endpoint(**options)
@@ -259,17 +304,21 @@ class Broker:
 
     def create_broker_priority(self, name: str, *, contract: str = ANY,
                                local_service: str = ANY, remote_service: str = ANY,
-                               priority_level: int = 5) -> None:
-        self.engine.ddl(ddl.create_broker_priority(name, contract, local_service,
-                                                   remote_service, priority_level))
+                               priority_level: int = 5, exist_ok: bool = False) -> None:
+        args = {"contract": contract, "local_service": local_service,
+                "remote_service": remote_service, "priority_level": priority_level}
+        self._create(exist_ok, "broker priority", name, args, ddl.create_broker_priority(
+            name, contract, local_service, remote_service, priority_level))
 
     def drop_broker_priority(self, name: str) -> None:
         self.engine.ddl(ddl.drop_broker_priority(name))
 
     def create_event_notification(self, name: str, queue: str, event: str,
-                                  to_service: str) -> None:
-        self.engine.ddl(ddl.create_event_notification(name, queue, event, to_service))
-        self.engine.listeners.altered(queue)
+                                  to_service: str, *, exist_ok: bool = False) -> None:
+        args = {"queue": queue, "event": event, "to_service": to_service}
+        if self._create(exist_ok, "event notification", name, args,
+                        ddl.create_event_notification(name, queue, event, to_service)):
+            self.engine.listeners.altered(queue)
 
     def drop_event_notification(self, name: str) -> None:
         self.engine.ddl(ddl.drop_event_notification(name))
@@ -294,6 +343,15 @@ class Broker:
         """The queue's rows in RECEIVE order, without receiving or locking anything:
         ``top`` rows at most, after skipping ``offset`` (a page of a long queue)."""
         return self.engine.peek(queue, top=top, offset=offset)
+
+    def queue_metrics(self) -> list[dict[str, Any]]:
+        """Per queue: messages ``ready``, ``locked`` (in a group a transaction holds),
+        ``incomplete`` (still being reassembled) and ``retained``."""
+        with self.store.read() as conn:
+            return [{"queue": name, "ready": ready, "locked": locked,
+                     "incomplete": incomplete, "retained": retained}
+                    for name, ready, locked, incomplete, retained
+                    in conn.query_all(conn.sql.queue_metrics)]
 
     def view(self, name: str) -> list[dict[str, Any]]:
         """A catalog or dynamic management view as a list of dicts."""

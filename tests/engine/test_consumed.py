@@ -4,10 +4,6 @@ every reader at once, the sweep deletes it, and marks never pile up."""
 
 from __future__ import annotations
 
-import sqlite3
-from pathlib import Path
-
-import sbroker
 from sbroker import Broker
 from sbroker.storage.sqlite.sweeper import DENSE, SWEEP_COMMITS
 
@@ -128,27 +124,3 @@ def test_a_rolled_back_receive_marks_nothing(pair: Broker) -> None:
     tx.rollback()
     assert _physical(pair) == (1, 0)
     assert _receive(pair) == ["1"]
-
-
-def test_a_database_of_schema_2_gains_the_marks_on_open(db_path: Path) -> None:
-    with Broker.open(db_path) as b:
-        b.create_queue("InitQueue")
-        b.create_queue("TargetQueue")
-        b.create_service("InitService", "InitQueue")
-        b.create_service("TargetService", "TargetQueue", ["DEFAULT"])
-        begin_and_send(b, "kept")
-    conn = sqlite3.connect(db_path)  # make it a file of schema 2: undo migrations 5, 4, 3
-    conn.executescript(
-        "DROP TRIGGER sb_sessions_gone; DROP VIEW dm_broker_sessions;"
-        " DROP VIEW queue_stats; DROP VIEW dm_broker_queue_monitors;"
-        " DROP VIEW dm_broker_activated_tasks; DROP TABLE sb_queue_monitors;"
-        " DROP TABLE sb_activated_tasks; DROP TABLE sb_queue_counters;"
-        " ALTER TABLE sb_messages DROP COLUMN enqueued_at;"
-        " DROP TRIGGER sb_messages_consumed_gone; DROP TABLE sb_consumed;"
-        " PRAGMA user_version = 2;")
-    conn.close()
-    with sbroker.Broker.open(db_path) as b:
-        assert _receive(_marking(b)) == ["kept"]
-        assert _physical(b) == (1, 1)
-        with b.db.connection() as conn:
-            assert conn.execute("PRAGMA user_version").fetchone()[0] == 5

@@ -183,3 +183,42 @@ def test_a_waiter_interrupted_in_the_queue_hands_the_lead_on(
     w.close()
     assert got["C"] == 1
     assert _rows(tmp_path / "w.db") == 1  # B's item never ran
+
+
+class _TellingCondition(threading.Condition):
+    """A Condition that says when a thread starts waiting on it."""
+
+    def __init__(self, lock: threading.Lock, waiting: threading.Event) -> None:
+        super().__init__(lock)
+        self.waiting = waiting
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waiting.set()
+        return super().wait(timeout)
+
+
+def test_exclusive_holders_take_turns_in_the_order_they_asked(tmp_path: Path) -> None:
+    # An executor's readers each hold the writer for a transaction, back to back: one that
+    # comes back at once must wait behind one that asked before (else the other starves,
+    # holding its conversation group meanwhile).
+    w = _writer(tmp_path / "turns.db")
+    waiting = threading.Event()
+    w._cond = _TellingCondition(w._mutex, waiting)  # type: ignore[assignment]
+    order: list[str] = []
+    w.acquire_exclusive()  # the first holder
+
+    def second() -> None:
+        w.acquire_exclusive()
+        order.append("second")
+        w.release_exclusive()
+
+    thread = threading.Thread(target=second)
+    thread.start()
+    assert waiting.wait(10)  # the second one waits for its turn
+    w.release_exclusive()
+    w.acquire_exclusive()  # the first one again, at once: the second one went before
+    order.append("first again")
+    w.release_exclusive()
+    thread.join(10)
+    assert order == ["second", "first again"]
+    w.close()

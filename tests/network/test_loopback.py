@@ -3,7 +3,6 @@ the close handshake, broker errors across instances, routes, forwarding and secu
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,14 +12,6 @@ from sbroker.core import messages as m
 
 from .helpers import SECRET, endpoints, node, port, receive, route, tq, wait_for
 from .proxy import FaultProxy, Faults
-
-
-@pytest.fixture
-def nodes() -> Iterator[list[sbroker.Broker]]:
-    opened: list[sbroker.Broker] = []
-    yield opened
-    for b in opened:
-        b.close()
 
 
 def _pair(tmp_path: Path, nodes: list[sbroker.Broker], **kw: object) -> tuple[

@@ -79,11 +79,19 @@ def test_params_are_overridden_with_the_type_of_their_default() -> None:
     pipeline = parse_pipeline(MINIMAL, params={"rows": "25", "out": "/data"})
     assert pipeline.stages[0].tasks[0].task.kwargs == {  # type: ignore[union-attr]
         "path": "/data/t", "rows": 25, "label": "rows=25"}
-    with pytest.raises(PipelineError, match="'rows' must be a int"):
+    with pytest.raises(PipelineError, match="'rows' must be an integer, got 'many'"):
         parse_pipeline(MINIMAL, params={"rows": "many"})
     with pytest.raises(PipelineError, match=r"unknown parameter 'nope' \(the file declares: "
                                             r"out, rows\)"):
         parse_pipeline(MINIMAL, params={"nope": "1"})
+
+
+@pytest.mark.parametrize(("default", "expected"), [
+    ("1.5", "a number"), ("true", "true or false"), ("7", "an integer")])
+def test_a_wrong_override_says_what_kind_of_value_it_needs(default: str, expected: str) -> None:
+    text = MINIMAL.replace("rows = 10\n", f"rows = 10\nx = {default}\n")
+    with pytest.raises(PipelineError, match=f"'x' must be {expected}, got 'oops'"):
+        parse_pipeline(text, params={"x": "oops"})
 
 
 def test_defaults_name_the_pipeline_after_its_file(tmp_path: Path) -> None:

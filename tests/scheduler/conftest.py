@@ -20,6 +20,8 @@ class Readers:
     def __init__(self, broker: sbroker.Broker, count: int) -> None:
         self.broker = broker
         self.stop = threading.Event()
+        self.state = executor_state(broker)
+        self.state.count_reader(+1)  # readers from now until close(), even between serve()s
         self.threads = [threading.Thread(target=self._loop, name=f"reader-{i}", daemon=True)
                         for i in range(count)]
         for t in self.threads:
@@ -35,6 +37,7 @@ class Readers:
         self.stop.set()
         for t in self.threads:
             t.join()
+        self.state.count_reader(-1)
 
 
 @pytest.fixture

@@ -29,6 +29,8 @@ def main(url: str) -> dict[str, object]:
         outcome = runner.run(SparkSQL("SELECT :x + 1 AS y", {"x": 41}), log_id=201)
         seen["sql_value"] = outcome.value
         seen["sql_job_ids"] = outcome.spark_job_ids
+        seen["sql_operation_ids"] = bool(outcome.operation_ids) and all(
+            isinstance(op, str) and len(op) >= 32 for op in outcome.operation_ids)
         seen["python_value"] = runner.run(PythonTask("spark_task_helpers:untouched", x=4),
                                           log_id=202).value
         seen["tags_after"] = sorted(runner.session().getTags())

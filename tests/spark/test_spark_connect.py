@@ -74,6 +74,7 @@ def test_tasks_run_and_cancel_over_spark_connect(connect_url: str) -> None:
     assert seen == {
         "sql_value": {"rows": 1, "data": [[42]]},
         "sql_job_ids": [],  # Connect does not expose job ids
+        "sql_operation_ids": True,  # but its operation ids (UUIDs) are recorded
         "python_value": 8,
         "tags_after": [],  # the task's tag was removed from the thread
         "progress_tasks": 2,  # the server's progress reports reached the runner

@@ -1,5 +1,5 @@
-"""``sbroker activator``'s engine room: open the broker, subscribe, run the external
-activator until stopped."""
+"""``sbroker activator``: the external activator (SPEC §5): subscribe, then start a
+configured command as a process per reader a queue needs, until stopped."""
 
 from __future__ import annotations
 
@@ -9,7 +9,10 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import click
+
 from sbroker.broker import Broker
+from sbroker.cli.common import fail_cleanly, require_database
 from sbroker.services.activation.external import (
     ANY_QUEUE,
     ActivatorStats,
@@ -18,6 +21,43 @@ from sbroker.services.activation.external import (
 )
 
 log = logging.getLogger("sbroker.activator")
+
+
+@click.command()
+@click.option("--notification-queue", required=True,
+              help="Queue receiving the QUEUE_ACTIVATION event notifications.")
+@click.option("--command", "commands", multiple=True, required=True, metavar="QUEUE=COMMAND",
+              help="Start COMMAND for QUEUE (repeatable; QUEUE '*' is the default).")
+@click.option("--max-per-queue", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--monitor-interval", type=click.FloatRange(min=0.01), default=5.0,
+              show_default=True)
+@click.option("--no-monitors", is_flag=True,
+              help="Another started broker (sbroker serve) runs the queue monitors.")
+@click.pass_context
+@fail_cleanly
+def activator(ctx: click.Context, notification_queue: str, commands: tuple[str, ...],
+              max_per_queue: int, monitor_interval: float, no_monitors: bool) -> None:
+    """The external activator: start COMMAND as a process per reader a queue needs."""
+    import signal
+
+    mapping: dict[str, str] = {}
+    for spec in commands:
+        queue, sep, command = spec.partition("=")
+        if not sep or not queue or not command.strip():
+            raise click.BadParameter(f"{spec!r}: expected QUEUE=COMMAND",
+                                     param_hint="--command")
+        mapping[queue] = command
+    require_database(ctx)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    stats = run_activator(ctx.obj["db"], notification_queue, mapping,
+                          max_per_queue=max_per_queue, monitor_interval=monitor_interval,
+                          start_monitors=not no_monitors, stop=stop)
+    click.echo(f"activator stopped: {stats}")
+
+
+COMMANDS = [activator]
 
 
 def run_activator(database: str | os.PathLike[str], notification_queue: str,

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import click
 from rich.console import Console
 
-from sbroker.broker import Broker
+from sbroker.cli.common import Broker, fail_cleanly
+from sbroker.cli.tables import print_views
 
 
 def run_demo(target: str, console: Console) -> None:
@@ -48,11 +50,20 @@ def run_demo(target: str, console: Console) -> None:
 
 
 def _show(b: Broker, console: Console) -> None:
-    from sbroker.cli.main import print_views
-
     print_views(b, ["conversation_endpoints", "transmission_queue"], console, columns={
         "conversation_endpoints": ["conversation_handle", "is_initiator", "service_name",
                                    "far_service", "state", "priority", "send_sequence"],
     })
     for queue in ("WarehouseQueue", "ShopQueue"):
         console.print(f"  {queue}: {len(b.peek(queue))} message(s) waiting")
+
+
+@click.command()
+@click.pass_context
+@fail_cleanly
+def demo(ctx: click.Context) -> None:
+    """A dialog between two services, step by step, with the views printed."""
+    run_demo(ctx.obj["db"], Console())
+
+
+COMMANDS = [demo]

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from sbroker.broker import Broker
+import click
+
+from sbroker.cli.common import Broker, fail_cleanly, require_database
 
 
 def run_serve(
@@ -45,3 +48,23 @@ def run_serve(
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return 0
+
+
+@click.command()
+@click.option("--durability", type=click.Choice(["normal", "full"]), default="normal",
+              show_default=True, help="'full' fsyncs every commit.")
+@click.pass_context
+@fail_cleanly
+def serve(ctx: click.Context, durability: str) -> None:
+    """Run the started broker (endpoint, transmitter, timers, activation) until SIGINT/SIGTERM."""
+    require_database(ctx)
+
+    def ready(broker: Broker) -> None:
+        address = broker.network.address
+        where = f"listening on {address[0]}:{address[1]}" if address else "no endpoint"
+        click.echo(f"sbroker: serving {ctx.obj['db']} ({where}); SIGINT or SIGTERM stops it")
+
+    sys.exit(run_serve(ctx.obj["db"], durability=durability, ready=ready))
+
+
+COMMANDS = [serve]

@@ -256,7 +256,8 @@ class Session:
         script = self._script(frame.instance, frame.nonce)
         if not _same(prove(self._secret, b"responder", script), frame.proof):
             return self._refuse(
-                "authentication failed: the peer does not know the shared " "secret", now
+                "authentication failed: the peer does not know the shared secret (the two"
+                " endpoints' secrets differ)", now
             )
         self.peer_instance, self._peer_nonce = frame.instance, frame.nonce
         self._keys = derive_keys(self._secret, self._nonce, frame.nonce, script)
@@ -268,7 +269,8 @@ class Session:
         script = self._script(self.peer_instance, self._peer_nonce)
         if not _same(prove(self._secret, b"initiator", script), frame.proof):
             return self._refuse(
-                "authentication failed: the peer does not know the shared " "secret", now
+                "authentication failed: the peer does not know the shared secret (the two"
+                " endpoints' secrets differ)", now
             )
         self._send(Accept())
         self._establish(now)

@@ -8,6 +8,7 @@ scheduler (``broker.scheduler(...)``) or, by default, a ``LocalScheduler`` on a
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
@@ -20,6 +21,7 @@ from sbroker.apps.pipeline.model import Pipeline
 from sbroker.apps.pipeline.parser import PipelineError, load_pipeline, parse_param_overrides
 from sbroker.apps.pipeline.run import PipelineRun, run_pipeline
 from sbroker.apps.pipeline.scheduler import LocalScheduler, Scheduler, TaskMonitor
+from sbroker.apps.spark.config import SparkConfig
 from sbroker.apps.spark.runner import Runner
 from sbroker.apps.spark.tasks import PythonTask, resolve_target
 
@@ -81,24 +83,44 @@ def local_scheduler(runner_factory: Callable[[Pipeline], Runner] | None = None) 
     return open_local
 
 
+def with_spark(pipeline: Pipeline, master: str | None, remote: str | None) -> Pipeline:
+    """``pipeline`` with its Spark master or Connect URL replaced (when one is given)."""
+    if master is None and remote is None:
+        return pipeline
+    current = pipeline.options.spark
+    try:
+        spark = SparkConfig(master=master, remote=remote, conf=current.conf,
+                            app_name=current.app_name, connect_timeout=current.connect_timeout)
+    except ValueError as exc:
+        raise PipelineError(str(exc), path=pipeline.path) from None
+    return dataclasses.replace(pipeline,
+                               options=dataclasses.replace(pipeline.options, spark=spark))
+
+
 def run_command(path: str | Path, params: Sequence[str] = (), *,
                 console: Console | None = None,
                 open_scheduler: OpenScheduler | None = None,
-                monitor: TaskMonitor | None = None) -> tuple[int, PipelineRun | None]:
+                monitor: TaskMonitor | None = None,
+                verbose: bool = False,
+                spark_master: str | None = None,
+                spark_remote: str | None = None) -> tuple[int, PipelineRun | None]:
     """Run a pipeline file; returns (exit code, the run). Problems with the file are one
-    line on stderr and exit code 2; a failed stage gives 1; Ctrl-C gives 130."""
+    line on stderr and exit code 2; a failed stage gives 1; Ctrl-C gives 130. ``verbose``
+    shows the traceback of each failed task; ``spark_master`` / ``spark_remote`` replace
+    the file's ``spark.master`` / ``spark.remote`` (its ``spark_conf`` is kept)."""
     console = console or Console()
     try:
-        pipeline = load_pipeline(path, parse_param_overrides(list(params)))
+        pipeline = with_spark(load_pipeline(path, parse_param_overrides(list(params))),
+                              spark_master, spark_remote)
         with pipeline_import_path(pipeline):
             check_targets(pipeline)
             with (open_scheduler or local_scheduler())(pipeline) as scheduler:
                 if monitor is None and isinstance(scheduler, TaskMonitor):
                     monitor = scheduler
                 run = run_pipeline(pipeline, scheduler,
-                                   observer=make_display(console, monitor))
+                                   observer=make_display(console, monitor, verbose=verbose))
     except PipelineError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {exc}", file=sys.stderr, flush=True)
         return EXIT_USAGE, None
     if run.interrupted:
         return EXIT_INTERRUPTED, run

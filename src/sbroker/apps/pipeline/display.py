@@ -8,6 +8,7 @@ Elsewhere (a CI log, a pipe) one plain line is printed per event instead.
 from __future__ import annotations
 
 import json
+import textwrap
 from typing import Any
 
 from rich.console import Console, Group, RenderableType
@@ -128,10 +129,11 @@ class LiveDisplay(RunObserver):
     """The terminal display: a live table while running, the report when done."""
 
     def __init__(self, console: Console, monitor: TaskMonitor | None = None,
-                 refresh_per_second: float = 4) -> None:
+                 refresh_per_second: float = 4, *, verbose: bool = False) -> None:
         self.console = console
         self.monitor = monitor
         self.refresh_per_second = refresh_per_second
+        self.verbose = verbose
         self._live: Live | None = None
 
     def pipeline_started(self, run: PipelineRun) -> None:
@@ -146,14 +148,15 @@ class LiveDisplay(RunObserver):
         if self._live is not None:
             self._live.stop()
             self._live = None
-        self.console.print(render_report(run))
+        self.console.print(render_report(run, verbose=self.verbose))
 
 
 class PlainDisplay(RunObserver):
     """A line per event, for logs and pipes."""
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Console, *, verbose: bool = False) -> None:
         self.console = console
+        self.verbose = verbose
 
     def pipeline_started(self, run: PipelineRun) -> None:
         """Name the pipeline."""
@@ -182,18 +185,21 @@ class PlainDisplay(RunObserver):
 
     def pipeline_finished(self, run: PipelineRun) -> None:
         """The report."""
-        self.console.print(render_report(run))
+        self.console.print(render_report(run, verbose=self.verbose))
 
 
-def make_display(console: Console, monitor: TaskMonitor | None = None) -> RunObserver:
-    """``LiveDisplay`` on a terminal, ``PlainDisplay`` elsewhere."""
+def make_display(console: Console, monitor: TaskMonitor | None = None, *,
+                 verbose: bool = False) -> RunObserver:
+    """``LiveDisplay`` on a terminal, ``PlainDisplay`` elsewhere; ``verbose`` adds the
+    tracebacks of failed tasks to the report."""
     if console.is_terminal and not console.is_dumb_terminal:
-        return LiveDisplay(console, monitor)
-    return PlainDisplay(console)
+        return LiveDisplay(console, monitor, verbose=verbose)
+    return PlainDisplay(console, verbose=verbose)
 
 
-def render_report(run: PipelineRun) -> RenderableType:
-    """The closing summary: a table of stage and task times, then the verdict."""
+def render_report(run: PipelineRun, *, verbose: bool = False) -> RenderableType:
+    """The closing summary: a table of stage and task times, then the verdict (and, when
+    ``verbose``, the traceback of each failed task)."""
     table = Table(title=f"pipeline {run.pipeline.name}", title_justify="left")
     table.add_column("stage / task", no_wrap=True)
     table.add_column("status", no_wrap=True)
@@ -221,11 +227,19 @@ def render_report(run: PipelineRun) -> RenderableType:
         where = f" at stage {failed.stage.name!r}" if failed else ""
         parts.append(Text(f"pipeline {run.pipeline.name} {reason}{where} after "
                           f"{format_seconds(run.seconds)}", style="bold red"))
+        hidden = False
         for task in failed.failed if failed else []:
             error = task.result.error if task.result and task.result.error else task.state
             parts.append(Text(f"  ✗ {task.spec.name}"
                               + (f" (log {task.log_id})" if task.log_id is not None else "")
                               + f": {error}", style="red"))
+            details = task.result.error_details if task.result else None
+            if details and verbose:
+                parts.append(Text(textwrap.indent(details.rstrip(), "    "), style="dim"))
+            hidden = hidden or bool(details and not verbose)
+        if hidden:
+            parts.append(Text("  sbroker run -v shows the tracebacks (ExecutionLog keeps"
+                              " them in ErrorDetails)", style="dim"))
         skipped = [s.stage.name for s in run.stages if s.state == "skipped"]
         if skipped:
             parts.append(Text(f"  not run: {', '.join(skipped)}", style="dim"))

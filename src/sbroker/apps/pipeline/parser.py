@@ -23,7 +23,7 @@ from sbroker.apps.pipeline.model import (
     Stage,
     TaskSpec,
 )
-from sbroker.apps.spark.config import SparkConfig
+from sbroker.apps.spark.config import DEFAULT_CONNECT_TIMEOUT, SparkConfig
 from sbroker.apps.spark.tasks import PythonTask, SparkSQL, Task
 
 __all__ = ["PipelineError", "load_pipeline", "parse_param_overrides", "parse_pipeline"]
@@ -251,9 +251,14 @@ class _Parser:
         if concurrency is not None and (type(concurrency) is not int or concurrency < 1):
             raise self.error("'concurrency' must be a positive integer", where, "concurrency")
         spark = self._table(raw, where, "spark")
-        self._check_keys(spark, (*where, "spark"), {"master", "remote", "app_name"})
-        for key in spark:
+        self._check_keys(spark, (*where, "spark"),
+                         {"master", "remote", "app_name", "connect_timeout"})
+        for key in set(spark) - {"connect_timeout"}:
             self._string(spark, (*where, "spark"), key)
+        timeout = spark.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT)
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+            raise self.error("'connect_timeout' must be a number of seconds > 0",
+                             (*where, "spark"), "connect_timeout")
         conf = self._table(raw, where, "spark_conf")
         for key, value in conf.items():
             if not isinstance(value, str | int | float | bool):
@@ -261,7 +266,8 @@ class _Parser:
                                  "boolean", (*where, "spark_conf"), key)
         try:
             config = SparkConfig(master=spark.get("master"), remote=spark.get("remote"),
-                                 conf=conf, app_name=spark.get("app_name", "sbroker"))
+                                 conf=conf, app_name=spark.get("app_name", "sbroker"),
+                                 connect_timeout=timeout)
         except ValueError as exc:
             raise self.error(str(exc), (*where, "spark"),
                              "remote" if "remote" in spark else "master") from None
@@ -338,8 +344,10 @@ def _coerce(key: str, text: str, default: Any, path: str | Path | None) -> Any:
         if isinstance(default, float):
             return float(text)
     except ValueError:
-        raise PipelineError(f"parameter {key!r} must be a {type(default).__name__}, "
-                            f"got {text!r}", path=path) from None
+        kind = ("true or false" if isinstance(default, bool) else
+                "an integer" if isinstance(default, int) else "a number")
+        raise PipelineError(f"parameter {key!r} must be {kind}, got {text!r}",
+                            path=path) from None
     return text
 
 

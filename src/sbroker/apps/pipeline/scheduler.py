@@ -12,6 +12,7 @@ import datetime as dt
 import itertools
 import queue
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
@@ -123,13 +124,16 @@ class LocalScheduler:
         self._collected.append(result)
         return result
 
-    def wait_all(self) -> list[TaskResult]:
-        """Results of every task sent since the last ``wait_all``; ``TaskFailed`` if any failed."""
+    def wait_all(self, timeout: float | None = None) -> list[TaskResult]:
+        """Results of every task sent since the last ``wait_all``; ``TaskFailed`` if any failed,
+        ``TimeoutError`` when they are not all in after ``timeout`` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             with self._lock:
                 if self._outstanding == 0:
                     break
-            self.synchronize()
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            self.synchronize(left)
         results, self._collected = self._collected, []
         if any(not r.ok for r in results):
             raise TaskFailed(results)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import json
+import logging
 import os
 import threading
 from collections import deque
@@ -28,6 +29,11 @@ from sbroker.core.errors import BrokerError, InvalidArgumentError
 from sbroker.engine.api import BrokerAPI
 
 RECOVERY_SECONDS = 5.0  # while waiting, look for tasks whose executor died this often
+NO_READER_SECONDS = 5.0  # a wait with no reader in sight is reported after this long
+NOT_STARTED = ("no executor reader can run the queued tasks: the broker is not started."
+               " Call broker.start() (or Broker.open(..., start=True)) before waiting, or run"
+               " `sbroker serve` on this database")
+log = logging.getLogger("sbroker.scheduler")
 _names = itertools.count(1)
 
 
@@ -119,7 +125,8 @@ class Scheduler:
 
     # -- Synchronization ---------------------------------------------------------------------
     def synchronize(self, timeout: float | None = None) -> TaskResult:
-        """Wait for one task to finish and return its result (``TimeoutError`` on timeout)."""
+        """Wait for one task to finish and return its result (``TimeoutError`` after
+        ``timeout`` seconds; a ``BrokerError`` at once when no reader can ever run it)."""
         if not self._buffer:
             if not self._in_flight:
                 raise BrokerError("synchronize() with no task in flight would wait forever")
@@ -128,10 +135,19 @@ class Scheduler:
         self._collected.append(result)
         return result
 
-    def wait_all(self) -> list[TaskResult]:
-        """Results of every task sent since the last ``wait_all``; ``TaskFailed`` if any failed."""
+    def wait_all(self, timeout: float | None = None) -> list[TaskResult]:
+        """Results of every task sent since the last ``wait_all``; ``TaskFailed`` if any failed,
+        ``TimeoutError`` when they are not all in after ``timeout`` seconds (the results that
+        came are kept for the next call)."""
+        clock = self.broker.clock
+        deadline = None if timeout is None else clock.now() + timeout
         while self._buffer or self._in_flight:
-            self.synchronize()
+            left = None if deadline is None else max(0.0, deadline - clock.now())
+            try:
+                self.synchronize(left)
+            except TimeoutError:
+                raise TimeoutError(f"{len(self._in_flight)} task(s) of {self.name} still"
+                                   f" queued or running after {timeout} s") from None
         results, self._collected = self._collected, []
         if any(r.status != "succeeded" for r in results):
             raise TaskFailed(results)
@@ -143,10 +159,11 @@ class Scheduler:
             raise BrokerError(f"the scheduler's dialog ended unexpectedly: {self._ended}")
         handle = self._need_handle()
         clock = self.broker.clock
-        deadline = None if timeout is None else clock.now() + timeout
+        started = clock.now()
+        deadline = None if timeout is None else started + timeout
+        wait = 0.0  # first look without waiting: what is done is taken at once
+        warned = False
         while True:
-            wait = RECOVERY_SECONDS if deadline is None else min(
-                RECOVERY_SECONDS, max(0.0, deadline - clock.now()))
             with self.broker.transaction() as tx:
                 msgs = tx.receive(schema.INITIATOR_QUEUE, conversation_handle=handle,
                                   timeout=wait)
@@ -167,6 +184,33 @@ class Scheduler:
             if deadline is not None and clock.now() >= deadline:
                 raise TimeoutError(f"no task of {self.name} finished within {timeout} s")
             recover_dead_tasks(self.broker)
+            alone = self._no_reader_in_sight()
+            if alone is not None:
+                if not alone:
+                    raise BrokerError(NOT_STARTED)
+                if not warned and clock.now() - started >= NO_READER_SECONDS:
+                    warned = True
+                    log.warning("%s: no executor reader has taken a task for %.0f s: is a"
+                                " broker with the executor started on this database"
+                                " (broker.start(), or `sbroker serve`)?", self.name,
+                                clock.now() - started)
+            wait = RECOVERY_SECONDS if deadline is None else min(
+                RECOVERY_SECONDS, max(0.0, deadline - clock.now()))
+
+    def _no_reader_in_sight(self) -> bool | None:
+        """None while a reader may run our queued tasks (the broker is started, a reader of
+        this process serves, or none of our tasks is still queued); else whether another
+        process has the database open (it may run the executor: wait, but say so after a
+        while). False means nothing can ever run them."""
+        state = self.broker.executor_state(create=False)
+        if self.broker.started or (state is not None and state.readers > 0):
+            return None
+        [(queued,)] = read(self.broker, self._sql.queued_among,
+                           (json.dumps(sorted(self._in_flight)),))
+        if not queued:
+            return None
+        me = self.broker.session_id
+        return any(row["session_id"] != me for row in self.broker.view("dm_broker_sessions"))
 
     def _result(self, msg: m.Message) -> TaskResult:
         data = msg.json()
@@ -175,7 +219,7 @@ class Scheduler:
         start = _parse_time(data.get("start_time")) or dt.datetime.now(dt.UTC)
         end = _parse_time(data.get("end_time")) or start
         return TaskResult(log_id, data["status"], data.get("error"), start, end,
-                          data.get("value"))
+                          data.get("value"), data.get("error_details"))
 
     # -- cancel and monitoring -----------------------------------------------------------------
     def cancel(self, log_id: int) -> None:
@@ -203,8 +247,10 @@ class Scheduler:
 def cancel_task(broker: BrokerAPI, log_id: int) -> None:
     """Cancel a queued or running task from any process: the executor that runs it (here or
     elsewhere) sees the request in ExecutionLog and cancels its Spark jobs."""
+    q = sql(broker)
     with broker.transaction() as tx:
-        tx.execute(sql(broker).request_cancel, (log_id,))
+        tx.execute(q.cancel_queued, (dt.datetime.now(dt.UTC).isoformat(), log_id))
+        tx.execute(q.request_cancel, (log_id,))
     state = broker.executor_state(create=False)
     if state is not None:
         state.runner.cancel(log_id)

@@ -11,11 +11,13 @@ three.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import logging
 import os
 import threading
+import traceback
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,10 +28,12 @@ from sbroker.apps.spark import (
     Runner,
     Task,
     execute,
+    spark_ids_json,
     task_from_dict,
     task_to_json,
 )
 from sbroker.core import messages as m
+from sbroker.core.errors import ConversationNotFoundError, ConversationStateError
 from sbroker.engine.api import BrokerAPI
 
 log = logging.getLogger("sbroker.executor")
@@ -39,6 +43,7 @@ log = logging.getLogger("sbroker.executor")
 IDLE_SECONDS = 30.0
 CANCEL_POLL_SECONDS = 0.2
 DIED = "the executor process died while running the task"
+MAX_DETAILS = 64 * 1024  # characters of a failed task's traceback kept in ExecutionLog
 
 
 def _now() -> str:
@@ -57,6 +62,11 @@ class ExecutorState:
     served: dict[str, int] = field(default_factory=dict)  # group -> when last served (a tick)
     tick: int = 0
     watcher: threading.Thread | None = None
+    readers: int = 0  # threads of this process inside serve() now: the tasks have a reader
+
+    def count_reader(self, delta: int) -> None:
+        with self.lock:
+            self.readers += delta
 
 
 def default_runner(broker: BrokerAPI) -> Runner:
@@ -92,6 +102,8 @@ class Outcome:
     error: str | None
     job_ids: list[int]
     times: tuple[str, str] | None
+    details: str | None = None  # the traceback of a failed task
+    operation_ids: tuple[str, ...] = ()  # Spark Connect's, in place of job ids
 
 
 def serve(broker: BrokerAPI, state: ExecutorState, worker: str, *, wait: float,
@@ -105,6 +117,7 @@ def serve(broker: BrokerAPI, state: ExecutorState, worker: str, *, wait: float,
     """
     outcome: Outcome | None = None
     handled = 0
+    state.count_reader(+1)
     try:
         while stopping is None or not stopping.is_set():
             got = _take(broker, state, worker, outcome, wait=0.0 if outcome else wait)
@@ -118,6 +131,7 @@ def serve(broker: BrokerAPI, state: ExecutorState, worker: str, *, wait: float,
             if payload is not None:
                 outcome = _run(broker, state, msg, payload)
     finally:
+        state.count_reader(-1)
         if outcome is not None:
             with broker.transaction() as tx:
                 _finish(broker, tx, outcome)
@@ -218,33 +232,44 @@ def _run(broker: BrokerAPI, state: ExecutorState, msg: m.Message,
         task: Task = task_from_dict(payload["task"])
         execution = execute(state.runner, task, log_id=log_id, pool=payload.get("pool"))
         status, error, value = execution.status, execution.error, execution.value
+        details = execution.details
         job_ids = list(execution.spark_job_ids)
+        operation_ids = tuple(execution.operation_ids)
         start, end = execution.start_time.isoformat(), execution.end_time.isoformat()
     except Exception as exc:  # a broken message must still produce its AsyncDone
         log.exception("task %s could not run", log_id)
         status, error, value, job_ids, start, end = (
             "failed", f"{type(exc).__name__}: {exc}", None, [], _now(), _now())
+        details, operation_ids = traceback.format_exc(), ()
     finally:
         with state.lock:
             state.running[group] -= 1
             if state.running[group] <= 0:
                 del state.running[group]
             state.running_logs.pop(log_id, None)
-    return Outcome(msg.conversation_handle, log_id, status, value, error, job_ids, (start, end))
+    return Outcome(msg.conversation_handle, log_id, status, value, error, job_ids, (start, end),
+                   details, operation_ids)
 
 
 def _finish(broker: BrokerAPI, tx: Any, outcome: Outcome) -> None:
     """Record the outcome in ExecutionLog and send AsyncDone (in the caller's transaction)."""
     start, end = outcome.times or (None, _now())
+    details = outcome.details
+    if details is not None and len(details) > MAX_DETAILS:
+        details = "…" + details[-MAX_DETAILS:]  # the end names the error: keep it
     tx.execute(
         sql(broker).mark_finished,
-        (outcome.status, end, outcome.error, json.dumps(outcome.job_ids),
+        (outcome.status, end, outcome.error, details,
+         spark_ids_json(outcome.job_ids, list(outcome.operation_ids)),
          json.dumps(outcome.value), start or end, outcome.log_id),
     )
-    tx.send(outcome.handle, schema.ASYNC_DONE, json.dumps({
-        "log_id": outcome.log_id, "status": outcome.status, "error": outcome.error,
-        "value": outcome.value, "start_time": start or end, "end_time": end,
-    }))
+    # if the scheduler ended its dialog (it left), the row is all there is to record
+    with contextlib.suppress(ConversationStateError, ConversationNotFoundError):
+        tx.send(outcome.handle, schema.ASYNC_DONE, json.dumps({
+            "log_id": outcome.log_id, "status": outcome.status, "error": outcome.error,
+            "error_details": details, "value": outcome.value, "start_time": start or end,
+            "end_time": end,
+        }))
 
 
 def _ensure_watcher(broker: BrokerAPI, state: ExecutorState) -> None:

@@ -56,17 +56,17 @@ def install(broker: BrokerAPI, *, max_queue_readers: int, spark: SparkConfig | N
 def _spark_dict(spark: SparkConfig | None) -> dict[str, object] | None:
     if spark is None:
         return None
-    return {"master": spark.master, "remote": spark.remote, "conf": dict(spark.conf),
-            "app_name": spark.app_name}
+    return spark.to_dict()
 
 
 def load_spark_config(broker: BrokerAPI) -> SparkConfig:
     """The SparkConfig stored by ``install_executor`` (local mode when none was given)."""
-    from sbroker.apps.spark import SparkConfig
+    from sbroker.apps.spark import DEFAULT_CONNECT_TIMEOUT, SparkConfig
 
     rows = read(broker, sql(broker).setting, ("spark",))
     stored = json.loads(rows[0][0]) if rows else None
     if not stored:
         return SparkConfig()
     return SparkConfig(master=stored["master"], remote=stored["remote"], conf=stored["conf"],
-                       app_name=stored["app_name"])
+                       app_name=stored["app_name"],
+                       connect_timeout=stored.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT))

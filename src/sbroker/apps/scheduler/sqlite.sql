@@ -17,8 +17,20 @@ INSERT INTO ExecutionLog(CallerID, SchedulerHandle, Task, QueuedTime, Pool)
 VALUES (?, ?, ?, ?, ?)
 RETURNING LogID
 
+-- name: cancel_queued
+-- A queued task is cancelled now (no reader may ever come for it: the caller may be
+-- leaving); the executor that takes its message reports it cancelled. Params: now, log id.
+UPDATE ExecutionLog SET Status = 'cancelled', EndTime = ?, Error = 'cancelled before it started'
+WHERE LogID = ? AND Status = 'queued'
+
 -- name: request_cancel
-UPDATE ExecutionLog SET CancelRequested = 1 WHERE LogID = ? AND Status IN ('queued', 'running')
+UPDATE ExecutionLog SET CancelRequested = 1
+WHERE LogID = ? AND Status IN ('cancelled', 'running')
+
+-- name: queued_among
+-- How many of the log ids (a JSON array) are still queued.
+SELECT count(*) FROM ExecutionLog
+WHERE Status = 'queued' AND LogID IN (SELECT value FROM json_each(?))
 
 -- name: task_start
 SELECT StartTime, Status FROM ExecutionLog WHERE LogID = ?
@@ -33,9 +45,10 @@ WHERE LogID = ? AND Status = 'queued' AND CancelRequested = 0
 SELECT 1 FROM ExecutionLog WHERE LogID = ?
 
 -- name: mark_finished
--- Params: status, end time, error, job ids (JSON), value (JSON), start time, log id.
-UPDATE ExecutionLog SET Status = ?, EndTime = ?, Error = ?, SparkJobIds = ?, Value = ?,
-    StartTime = COALESCE(StartTime, ?)
+-- Params: status, end time, error, error details, job ids (JSON), value (JSON), start time,
+-- log id.
+UPDATE ExecutionLog SET Status = ?, EndTime = ?, Error = ?, ErrorDetails = ?, SparkJobIds = ?,
+    Value = ?, StartTime = COALESCE(StartTime, ?)
 WHERE LogID = ?
 
 -- name: cancel_requested

@@ -6,7 +6,7 @@ creates a session.
 
 from __future__ import annotations
 
-from sbroker.apps.spark.config import DEFAULT_CONF, SparkConfig
+from sbroker.apps.spark.config import DEFAULT_CONF, DEFAULT_CONNECT_TIMEOUT, SparkConfig
 from sbroker.apps.spark.runner import (
     Execution,
     Runner,
@@ -14,10 +14,12 @@ from sbroker.apps.spark.runner import (
     SparkProgress,
     execute,
     json_value,
+    spark_ids_json,
 )
 from sbroker.apps.spark.session import (
     LazySparkSession,
     SparkRunner,
+    SparkUnavailable,
     create_session,
     job_tag,
 )
@@ -39,10 +41,12 @@ from sbroker.apps.spark.tasks import (
     task_from_json,
     task_to_dict,
     task_to_json,
+    task_traceback,
 )
 
 __all__ = [
     "DEFAULT_CONF",
+    "DEFAULT_CONNECT_TIMEOUT",
     "Execution",
     "LazySparkSession",
     "PythonTask",
@@ -52,6 +56,7 @@ __all__ = [
     "SparkProgress",
     "SparkRunner",
     "SparkSQL",
+    "SparkUnavailable",
     "StubBehaviour",
     "StubRunner",
     "Task",
@@ -68,8 +73,10 @@ __all__ = [
     "json_value",
     "one_line_error",
     "resolve_target",
+    "spark_ids_json",
     "task_from_dict",
     "task_from_json",
     "task_to_dict",
     "task_to_json",
+    "task_traceback",
 ]

@@ -7,7 +7,10 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-__all__ = ["DEFAULT_CONF", "SparkConfig"]
+__all__ = ["DEFAULT_CONF", "DEFAULT_CONNECT_TIMEOUT", "SparkConfig"]
+
+#: Seconds a Spark Connect server has to answer before the tasks that need it fail.
+DEFAULT_CONNECT_TIMEOUT = 30.0
 
 #: Settings the runner applies before the user's ``conf`` (which overrides them).
 DEFAULT_CONF: Mapping[str, str] = MappingProxyType({
@@ -27,16 +30,19 @@ class SparkConfig:
 
     Exactly one of ``master`` and ``remote`` is set; giving ``remote`` alone clears the
     default master. ``conf`` entries override ``DEFAULT_CONF`` (UI off, 2 shuffle partitions,
-    AQE on, FAIR scheduling, log level ERROR).
+    AQE on, FAIR scheduling, log level ERROR). ``connect_timeout``: seconds to wait for a
+    Spark Connect server to answer before every task of the run fails (default 30).
     """
 
     master: str | None = "local[2]"
     remote: str | None = None
     conf: Mapping[str, str] = field(default_factory=dict)
     app_name: str = "sbroker"
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
 
     def __init__(self, master: str | None = None, remote: str | None = None,
-                 conf: Mapping[str, Any] | None = None, app_name: str = "sbroker") -> None:
+                 conf: Mapping[str, Any] | None = None, app_name: str = "sbroker",
+                 connect_timeout: float = DEFAULT_CONNECT_TIMEOUT) -> None:
         if master is not None and remote is not None:
             raise ValueError("SparkConfig takes master= or remote=, not both")
         if master is None and remote is None:
@@ -45,20 +51,26 @@ class SparkConfig:
             raise ValueError(f"a Spark Connect URL starts with sc://, got {remote!r}")
         if master is not None and not master.strip():
             raise ValueError("SparkConfig master must not be empty")
+        if isinstance(connect_timeout, bool) or not isinstance(connect_timeout, int | float) or (
+                connect_timeout <= 0):
+            raise ValueError(f"connect_timeout is a number of seconds > 0, got {connect_timeout!r}")
         conf_dict = {str(k): _conf_value(v) for k, v in (conf or {}).items()}
         object.__setattr__(self, "master", master)
         object.__setattr__(self, "remote", remote)
         object.__setattr__(self, "conf", MappingProxyType(conf_dict))
         object.__setattr__(self, "app_name", app_name)
+        object.__setattr__(self, "connect_timeout", float(connect_timeout))
 
     def __hash__(self) -> int:
-        return hash((self.master, self.remote, tuple(sorted(self.conf.items())), self.app_name))
+        return hash((self.master, self.remote, tuple(sorted(self.conf.items())), self.app_name,
+                     self.connect_timeout))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, SparkConfig):
             return NotImplemented
-        return (self.master, self.remote, dict(self.conf), self.app_name) == (
-            other.master, other.remote, dict(other.conf), other.app_name)
+        return (self.master, self.remote, dict(self.conf), self.app_name,
+                self.connect_timeout) == (other.master, other.remote, dict(other.conf),
+                                          other.app_name, other.connect_timeout)
 
     @property
     def is_connect(self) -> bool:
@@ -74,7 +86,7 @@ class SparkConfig:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-friendly form, for logs and the ExecutionLog of a broker."""
         return {"master": self.master, "remote": self.remote, "conf": dict(self.conf),
-                "app_name": self.app_name}
+                "app_name": self.app_name, "connect_timeout": self.connect_timeout}
 
 
 def _conf_value(value: Any) -> str:

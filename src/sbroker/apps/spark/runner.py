@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -33,6 +34,7 @@ __all__ = [
     "SparkProgress",
     "execute",
     "json_value",
+    "spark_ids_json",
 ]
 
 #: A task value larger than this (encoded as JSON) is dropped: values are for small results.
@@ -41,10 +43,12 @@ MAX_VALUE_BYTES = 64 * 1024
 
 @dataclass(frozen=True)
 class RunOutcome:
-    """A successful run: the task's small JSON ``value`` and the ids of its Spark jobs."""
+    """A successful run: the task's small JSON ``value`` and the ids of its Spark jobs
+    (under Spark Connect, which shows its clients no job ids: its operation ids)."""
 
     value: JsonValue = None
     spark_job_ids: list[int] = field(default_factory=list)
+    operation_ids: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -100,11 +104,12 @@ class Execution:
     error: str | None = None
     spark_job_ids: list[int] = field(default_factory=list)
     details: str | None = None
+    operation_ids: list[str] = field(default_factory=list)
 
     def result(self) -> TaskResult:
         """The ``TaskResult`` reported to the scheduler."""
         return TaskResult(self.log_id, self.status, self.error, self.start_time,
-                          self.end_time, self.value)
+                          self.end_time, self.value, self.details)
 
 
 def _utcnow() -> dt.datetime:
@@ -119,14 +124,26 @@ def execute(runner: Runner, task: Task, *, log_id: int, pool: str | None = None,
         outcome = runner.run(task, log_id=log_id, pool=pool)
     except TaskCancelled as exc:
         return Execution(log_id, "cancelled", start, now(), error=exc.error,
-                         spark_job_ids=exc.spark_job_ids, details=exc.details)
+                         spark_job_ids=exc.spark_job_ids, details=exc.details,
+                         operation_ids=exc.operation_ids)
     except TaskError as exc:
         return Execution(log_id, "failed", start, now(), error=exc.error,
-                         spark_job_ids=exc.spark_job_ids, details=exc.details)
+                         spark_job_ids=exc.spark_job_ids, details=exc.details,
+                         operation_ids=exc.operation_ids)
     except Exception as exc:  # a runner bug must still not kill the executor
-        return Execution(log_id, "failed", start, now(), error=one_line_error(exc))
+        return Execution(log_id, "failed", start, now(), error=one_line_error(exc),
+                         details=traceback.format_exc())
     return Execution(log_id, "succeeded", start, now(), value=json_value(outcome.value),
-                     spark_job_ids=list(outcome.spark_job_ids))
+                     spark_job_ids=list(outcome.spark_job_ids),
+                     operation_ids=list(outcome.operation_ids))
+
+
+def spark_ids_json(job_ids: list[int], operation_ids: list[str]) -> str:
+    """The ExecutionLog ``SparkJobIds`` text: the job ids (``[3, 7]``), or under Spark
+    Connect ``{"connect_operation_ids": [...]}``, named so that nobody takes them for jobs."""
+    if operation_ids:
+        return json.dumps({"connect_operation_ids": operation_ids})
+    return json.dumps(job_ids)
 
 
 def json_value(obj: Any, limit: int = MAX_VALUE_BYTES) -> JsonValue:

@@ -17,13 +17,14 @@ import os
 import sys
 import tempfile
 import threading
-import traceback
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sbroker.apps.spark.config import SparkConfig
+from sbroker.apps.spark.connect import SparkUnavailable, bound_retries, lost, wait_for_server
 from sbroker.apps.spark.runner import RunOutcome, SparkProgress, json_value
 from sbroker.apps.spark.tasks import (
     JsonValue,
@@ -34,13 +35,14 @@ from sbroker.apps.spark.tasks import (
     as_task,
     one_line_error,
     resolve_target,
+    task_traceback,
 )
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["COUNTED_ROWS", "PREVIEW_ROWS", "LazySparkSession", "SparkRunner", "create_session",
-           "job_tag"]
+__all__ = ["COUNTED_ROWS", "PREVIEW_ROWS", "LazySparkSession", "SparkRunner", "SparkUnavailable",
+           "create_session", "job_tag"]
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +55,7 @@ PREVIEW_ROWS = 10
 #: a plan of its own (a CollectLimit on top) that costs ~5-10% more on small queries.
 COUNTED_ROWS = 1000
 _RECANCEL_SECONDS = 0.2
+CLOSE_TIMEOUT = 20.0  # seconds close() waits for the session to stop
 _PRE_CANCELLED_LIMIT = 10_000
 _CONNECT_RUNTIME_DEFAULTS = ("spark.sql.shuffle.partitions", "spark.sql.adaptive.enabled")
 
@@ -95,13 +98,16 @@ def _quiet_spark_logs(conf: dict[str, str], master: str) -> None:
             PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
 
 
-def create_session(config: SparkConfig) -> SparkSession:
-    """Build (or get) the process's SparkSession for ``config``."""
+def create_session(config: SparkConfig, *,
+                   abort: Callable[[], bool] | None = None) -> SparkSession:
+    """Build (or get) the process's SparkSession for ``config``; a Spark Connect server
+    gets ``config.connect_timeout`` seconds to answer (less if ``abort()`` says stop)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(config.app_name)
     if config.remote is not None:
+        wait_for_server(config.remote, config.connect_timeout, abort)
         builder = builder.remote(config.remote)
         conf = {k: v for k, v in config.effective_conf().items()
                 if k in config.conf or k in _CONNECT_RUNTIME_DEFAULTS}
@@ -111,7 +117,10 @@ def create_session(config: SparkConfig) -> SparkSession:
         _quiet_spark_logs(conf, config.master or "local[2]")
     for key, value in conf.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    session = builder.getOrCreate()
+    if config.remote is not None:
+        bound_retries(session, config.connect_timeout)
+    return session
 
 
 @dataclass
@@ -123,6 +132,7 @@ class _Running:
     done: threading.Event = field(default_factory=threading.Event)
     entered: bool = False
     connect_progress: SparkProgress | None = None
+    operation_ids: list[str] = field(default_factory=list)  # Spark Connect's, in order
 
 
 class SparkRunner:
@@ -131,13 +141,16 @@ class SparkRunner:
     def __init__(self, config: SparkConfig | None = None, *,
                  session: SparkSession | None = None,
                  session_factory: Callable[[SparkConfig], SparkSession] = create_session,
-                 stop_on_close: bool | None = None) -> None:
+                 stop_on_close: bool | None = None,
+                 close_timeout: float = CLOSE_TIMEOUT) -> None:
         self.config = config or SparkConfig()
         self._factory = session_factory
         self._session: SparkSession | None = session
         self._connect = self.config.is_connect if session is None else _is_connect(session)
         self._stop_on_close = (session is None) if stop_on_close is None else stop_on_close
         self._session_lock = threading.Lock()
+        self._close_timeout = close_timeout
+        self._failure: tuple[float, Exception] | None = None  # the last failed creation
         self._lock = threading.Lock()
         self._running: dict[int, _Running] = {}
         self._pre_cancelled: OrderedDict[int, None] = OrderedDict()
@@ -153,23 +166,47 @@ class SparkRunner:
         return self._session is not None
 
     def session(self) -> SparkSession:
-        """The shared SparkSession, created on the first call (thread-safe)."""
+        """The shared SparkSession, created on the first call (thread-safe). A task that
+        waited while the creation failed fails with the same error instead of trying again:
+        an unreachable server costs one timeout, not one per task."""
         if self._session is None:
+            asked = time.monotonic()
             with self._session_lock:
+                failure = self._failure
+                if self._session is None and failure is not None and failure[0] >= asked:
+                    raise failure[1]
                 if self._session is None:
-                    session = self._factory(self.config)
+                    try:
+                        session = (create_session(self.config, abort=self._nobody_waits)
+                                   if self._factory is create_session
+                                   else self._factory(self.config))
+                    except Exception as exc:
+                        self._failure = (time.monotonic(), exc)
+                        raise
                     self._connect = _is_connect(session)
                     if self._connect:
                         session.registerProgressHandler(self._on_connect_progress)
                     self._session = session
         return self._session
 
+    def _nobody_waits(self) -> bool:
+        """True when every task waiting for the session was cancelled (Ctrl-C)."""
+        with self._lock:
+            return all(state.cancelled.is_set() for state in self._running.values())
+
     def close(self) -> None:
-        """Stop the session if this runner created it."""
+        """Stop the session if this runner created it, waiting at most ``close_timeout``
+        seconds (a Connect session whose server is gone would retry for minutes)."""
         with self._session_lock:
             session, self._session = self._session, None
-        if session is not None and self._stop_on_close:
-            session.stop()
+        if session is None or not self._stop_on_close:
+            return
+        stopper = threading.Thread(target=session.stop, name="sbroker-spark-stop", daemon=True)
+        stopper.start()
+        stopper.join(self._close_timeout)
+        if stopper.is_alive():
+            log.warning("the Spark session did not stop within %g s; leaving it behind",
+                        self._close_timeout)
 
     # -- running ---------------------------------------------------------------------------
     def run(self, task: Task, *, log_id: int, pool: str | None = None) -> RunOutcome:
@@ -193,20 +230,23 @@ class SparkRunner:
                                             **task.kwargs))
         except Exception as exc:
             job_ids = self._leave(state)
+            ops = state.operation_ids
             if state.cancelled.is_set():
-                raise TaskCancelled(log_id, "cancelled", job_ids) from exc
+                raise TaskCancelled(log_id, "cancelled", job_ids, operation_ids=ops) from exc
             error = one_line_error(exc)
+            if self._connect and type(exc).__name__ == "RetriesExceeded" and self.config.remote:
+                error = lost(self.config.remote, error)
             if isinstance(exc, AssertionError) and not state.entered and not str(exc):
                 error += (" (pyspark.sql.functions need a running session: use `spark` first,"
                           " e.g. spark.range(...), before building columns)")
-            raise TaskError(log_id, error, job_ids, traceback.format_exc()) from exc
+            raise TaskError(log_id, error, job_ids, task_traceback(exc), ops) from exc
         except BaseException:
             self._leave(state)
             raise
         job_ids = self._leave(state)
         if state.cancelled.is_set():
-            raise TaskCancelled(log_id, "cancelled", job_ids)
-        return RunOutcome(value, job_ids)
+            raise TaskCancelled(log_id, "cancelled", job_ids, operation_ids=state.operation_ids)
+        return RunOutcome(value, job_ids, state.operation_ids)
 
     def _run_sql(self, spark: SparkSession, task: SparkSQL) -> JsonValue:
         args: Any = task.args
@@ -351,6 +391,8 @@ class SparkRunner:
             state = self._running.get(log_id) if log_id is not None else None
         if state is None:
             return
+        if operation_id and operation_id not in state.operation_ids:
+            state.operation_ids.append(operation_id)
         stage_list = list(stages or [])
         state.connect_progress = SparkProgress(
             jobs=1, active_jobs=0 if done else 1,

@@ -25,6 +25,7 @@ from sbroker.apps.spark.tasks import (
     as_task,
     one_line_error,
     resolve_target,
+    task_traceback,
 )
 
 __all__ = ["NoSpark", "StubBehaviour", "StubRunner", "task_key"]
@@ -45,6 +46,7 @@ class StubBehaviour:
     spark_job_ids: Sequence[int] = ()
     progress: SparkProgress | None = None
     gate: threading.Event | None = None
+    operation_ids: Sequence[str] = ()
 
 
 class NoSpark:
@@ -78,9 +80,10 @@ class StubRunner:
 
     def on(self, key: str, *, value: JsonValue = None, error: BaseException | None = None,
            spark_job_ids: Sequence[int] = (), progress: SparkProgress | None = None,
-           gate: threading.Event | None = None) -> StubBehaviour:
+           gate: threading.Event | None = None,
+           operation_ids: Sequence[str] = ()) -> StubBehaviour:
         """Script the task with this SQL text or Python target."""
-        behaviour = StubBehaviour(value, error, spark_job_ids, progress, gate)
+        behaviour = StubBehaviour(value, error, spark_job_ids, progress, gate, operation_ids)
         with self._lock:
             self._behaviours[key] = behaviour
         return behaviour
@@ -145,10 +148,11 @@ class StubRunner:
         except Exception as exc:
             if run.cancelled.is_set():
                 raise TaskCancelled(run.log_id, "cancelled", job_ids) from exc
-            raise TaskError(run.log_id, one_line_error(exc), job_ids) from exc
+            raise TaskError(run.log_id, one_line_error(exc), job_ids,
+                            task_traceback(exc)) from exc
         if run.cancelled.is_set():
             raise TaskCancelled(run.log_id, "cancelled", job_ids)
-        return RunOutcome(value, job_ids)
+        return RunOutcome(value, job_ids, list(behaviour.operation_ids) if behaviour else [])
 
     def cancel(self, log_id: int) -> bool:
         """Cancel a running task (its gate stops waiting) or one that has not started yet."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import json
 import re
+import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -37,6 +38,7 @@ __all__ = [
     "task_from_json",
     "task_to_dict",
     "task_to_json",
+    "task_traceback",
 ]
 
 TASK_FORMAT_VERSION = 1
@@ -194,15 +196,24 @@ def one_line_error(exc: BaseException, limit: int = 500) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
+def task_traceback(exc: BaseException) -> str:
+    """The traceback of a task's exception from the task's own code on: the runner frame
+    that called it (always the first) is left out."""
+    tb = exc.__traceback__
+    return "".join(traceback.format_exception(type(exc), exc, tb.tb_next if tb else None))
+
+
 class TaskError(BrokerError):
-    """A task failed inside a runner; ``error`` is one line, ``spark_job_ids`` its jobs."""
+    """A task failed inside a runner; ``error`` is one line, ``spark_job_ids`` its jobs
+    (``operation_ids`` its operations under Spark Connect)."""
 
     def __init__(self, log_id: int, error: str, spark_job_ids: Sequence[int] = (),
-                 details: str | None = None) -> None:
+                 details: str | None = None, operation_ids: Sequence[str] = ()) -> None:
         super().__init__(error)
         self.log_id = log_id
         self.error = error
         self.spark_job_ids = list(spark_job_ids)
+        self.operation_ids = list(operation_ids)
         self.details = details
 
 
@@ -220,6 +231,7 @@ class TaskResult:
     start_time: datetime | None = None
     end_time: datetime | None = None
     value: JsonValue = None
+    error_details: str | None = None  # a failed task's traceback, when there is one
 
     @property
     def ok(self) -> bool:

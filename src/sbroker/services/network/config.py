@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from sbroker.core.errors import DuplicateError, InvalidArgumentError, NotFoundError
+from sbroker.engine.definitions import check
 from sbroker.storage.ports import Connection
 
 ENCRYPTION = ("required", "supported", "disabled")
@@ -114,6 +115,16 @@ def create(host: str, port: int, options: dict[str, Any]) -> Callable[[Connectio
         _save(conn, cfg)
 
     return ddl
+
+
+def same(conn: Connection, host: str, port: int, options: dict[str, Any]) -> bool:
+    """For ``create_endpoint(exist_ok=True)``: False when there is no endpoint, True when
+    it has these options, a DuplicateError saying what differs otherwise."""
+    current = load(conn)
+    if current is None:
+        return False
+    asked = asdict(_options({"host": host, "port": port, **options}))
+    return check("the broker endpoint", asdict(current), asked, secret=frozenset({"secret"}))
 
 
 def alter(options: dict[str, Any]) -> Callable[[Connection], EndpointConfig]:

@@ -58,6 +58,7 @@ class TransportConfig:
     handshake_timeout: float = 10.0
     reconnect_min: float = 1.0
     reconnect_max: float = 30.0
+    certificates_from_secret: bool = False  # the TLS certificates were derived from the secret
 
     def __post_init__(self) -> None:
         certs = (self.certificate, self.private_key, self.ca)
@@ -86,3 +87,47 @@ class TransportConfig:
             ctx.minimum_version = ssl.TLSVersion.TLSv1_2
             ctx.load_cert_chain(self.certificate, self.private_key)
         return server, client
+
+
+def tls_failure(exc: BaseException, address: Address, *, from_secret: bool,
+                accepting: bool = False) -> str:
+    """What a failed TLS handshake with ``address`` means, in words an operator acts on."""
+    where = f"{address[0]}:{address[1]}"
+    text = str(exc).upper()
+    closed = isinstance(exc, ConnectionResetError | ConnectionAbortedError | ssl.SSLEOFError) or (
+        "EOF" in text)
+    if accepting and closed:  # a client that refuses our certificate just hangs up
+        cause = ("the two endpoints' secrets differ" if from_secret
+                 else "it does not accept this endpoint's certificate")
+        return (f"authentication failed for a peer at {where}: it left during the TLS"
+                f" handshake, as a broker does when {cause} (or its encryption setting does)")
+    if isinstance(exc, ssl.SSLCertVerificationError) or "ALERT" in text or (
+            "CERTIFICATE" in text):
+        if from_secret:
+            return (f"authentication failed with {where}: the two endpoints' secrets differ"
+                    " (their TLS certificates are derived from the secret): give both"
+                    " endpoints the same secret")
+        reason = getattr(exc, "verify_message", None) or getattr(exc, "reason", None) or exc
+        return (f"authentication failed with {where}: the peer's certificate was refused"
+                f" ({reason}): check that each endpoint's ca signs the other's certificate")
+    if "WRONG_VERSION_NUMBER" in text or closed:
+        return (f"TLS handshake with {where} failed: the peer does not speak TLS (or hung"
+                " up): both endpoints need the same encryption setting")
+    return f"TLS handshake with {where} failed: {exc}"
+
+
+def auth_failure(address: Address, reason: str) -> str:
+    """A session's authentication failure (the protocol's words), with the peer's address."""
+    rest = reason.split("authentication failed", 1)[-1].lstrip(": ")
+    return f"authentication failed with {address[0]}:{address[1]}: {rest}"
+
+
+def refused_row(connection_id: int, address: Address, wall: float,
+                reason: str) -> dict[str, object]:
+    """The ``dm_broker_connections`` row of a peer refused before it had a session."""
+    return {"connection_id": connection_id, "peer": f"{address[0]}:{address[1]}",
+            "peer_instance": None, "is_accept": True, "state_desc": "CLOSED",
+            "connect_time": wall, "login_time": None, "last_activity_time": wall,
+            "authentication_method": "CERTIFICATE", "encryption_algorithm_desc": None,
+            "total_fragments_sent": 0, "total_fragments_received": 0, "total_bytes_sent": 0,
+            "total_bytes_received": 0, "corrupt_fragments": 0, "last_error": reason}

@@ -68,7 +68,12 @@ class NetworkService:
         engine.views.add("dm_broker_partial_messages", self.partial_messages)
 
     # -- DDL ------------------------------------------------------------------------------
-    def create_endpoint(self, host: str, port: int, **options: Any) -> None:
+    def create_endpoint(self, host: str, port: int, *, exist_ok: bool = False,
+                        **options: Any) -> None:
+        if exist_ok:
+            with self.engine.store.read() as conn:
+                if cfg_mod.same(conn, host, port, options):
+                    return
         self._run(cfg_mod.create(host, port, options))
         self._restart()
 
@@ -143,6 +148,7 @@ class NetworkService:
             certificate=certificate, private_key=private_key, ca=ca,
             encryption=encryption,  # type: ignore[arg-type]
             dialog=dialog, idle_timeout=cfg.tunable("idle_timeout", 90.0),
+            certificates_from_secret=self._tls_dir is not None and cfg.certificate is None,
         )
         receiver: Receiver
         transmitter = Transmitter(

@@ -35,7 +35,14 @@ from sbroker.protocol.frames import DialogKey
 from sbroker.protocol.inbound import PartialMessage
 from sbroker.protocol.session import Phase, Session, SessionConfig
 from sbroker.services.network.applier import Applier
-from sbroker.services.network.endpoint import Address, TransportConfig, TransportHandler
+from sbroker.services.network.endpoint import (
+    Address,
+    TransportConfig,
+    TransportHandler,
+    auth_failure,
+    refused_row,
+    tls_failure,
+)
 
 __all__ = ["Address", "BrokerTransport", "TransportConfig", "TransportHandler"]
 
@@ -197,9 +204,8 @@ class BrokerTransport:
     # -- loop side ------------------------------------------------------------------------
 
     async def _listen(self) -> None:
-        ctx = self._contexts[0] if self._contexts else None
         self._server = await asyncio.start_server(
-            self._accepted, self.config.host, self.config.port, ssl=ctx
+            self._accepted, self.config.host, self.config.port
         )
         host, port = self._server.sockets[0].getsockname()[:2]
         self.address = (host, port)
@@ -296,9 +302,12 @@ class BrokerTransport:
             reader, writer = await asyncio.wait_for(
                 asyncio.open_connection(*address, ssl=ctx), self.config.handshake_timeout
             )
-        except (TimeoutError, OSError, ssl.SSLError) as exc:
+        except (TimeoutError, OSError) as exc:  # ssl.SSLError is an OSError
             self._dialing.discard(address)
-            self._failed(address, f"cannot connect to {address[0]}:{address[1]}: {exc}")
+            in_tls = isinstance(exc, ssl.SSLError) or (ctx is not None and isinstance(
+                exc, ConnectionResetError | ConnectionAbortedError))
+            self._failed(address, self._tls_failure(exc, address) if in_tls else
+                         f"cannot connect to {address[0]}:{address[1]}: {exc}")
             return
         session = self._session(True, self._binding(writer))
         await self._run(_Conn(session, writer, address, self._wall()), reader)
@@ -309,6 +318,14 @@ class BrokerTransport:
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         peer = writer.get_extra_info("peername") or ("?", 0)
+        if self._contexts is not None:  # TLS here, not in start_server: failures are seen
+            try:
+                await writer.start_tls(self._contexts[0],
+                                       ssl_handshake_timeout=self.config.handshake_timeout)
+            except (ssl.SSLError, OSError, TimeoutError) as exc:
+                self._refused_peer((peer[0], peer[1]), self._tls_failure(exc, peer, True))
+                writer.close()
+                return
         session = self._session(False, self._binding(writer))
         await self._run(_Conn(session, writer, (peer[0], peer[1]), self._wall()), reader)
 
@@ -364,7 +381,7 @@ class BrokerTransport:
             if isinstance(ev, Established):
                 self._established(conn, ev.peer_instance)
             elif isinstance(ev, AuthenticationFailed):
-                self.handler.connection_failed(conn.address, f"authentication failed: {ev.reason}")
+                self.handler.connection_failed(conn.address, auth_failure(conn.address, ev.reason))
             elif isinstance(ev, ConnectionClosed):
                 self._flush(conn)
                 conn.writer.close()
@@ -463,12 +480,25 @@ class BrokerTransport:
         if peer is not None and self._by_peer.get(peer) is conn:
             del self._by_peer[peer]
         error = conn.session.stats.last_error
+        if error and "authentication failed" in error:
+            error = auth_failure(conn.address, error)
         if conn.session.initiator and (error or conn.login_time is None):
             self.handler.connection_failed(
                 conn.address, error or "connection closed by the peer during the handshake"
             )
         address = self._addresses.get(peer) if peer is not None else None
         self._redial_if_needed(address or conn.address)
+
+    def _tls_failure(self, exc: BaseException, address: Address, accepting: bool = False) -> str:
+        return tls_failure(exc, address, from_secret=self.config.certificates_from_secret,
+                           accepting=accepting)
+
+    def _refused_peer(self, address: Address, reason: str) -> None:
+        """A peer failed the TLS handshake on an accepted connection: say so in the log and
+        in dm_broker_connections (no session was made, so no other row will)."""
+        _log.warning("refused a connection from %s:%s: %s", address[0], address[1], reason)
+        row = refused_row(next(_Conn._ids), address, self._wall(), reason)
+        self._closed_rows = [row, *self._closed_rows][:50]
 
     def _failed(self, address: Address, reason: str) -> None:
         self.handler.connection_failed(address, reason)

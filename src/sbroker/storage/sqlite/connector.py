@@ -43,6 +43,16 @@ def parse_target(target: str | os.PathLike[str]) -> tuple[Path, bool]:
     return Path(text), False
 
 
+def schema_of(path: Path) -> list[str]:
+    """Every table, index, view and trigger of a file, as SQLite stores its SQL (white space
+    folded), in a stable order: what ``schema.sql`` holds."""
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        rows = conn.execute(
+            "SELECT type, name, sql FROM sqlite_schema WHERE sql IS NOT NULL"
+            " AND name != 'sqlite_sequence' ORDER BY type, name").fetchall()
+    return [f"-- {kind} {name}\n{' '.join(sql.split())};" for kind, name, sql in rows]
+
+
 class Connector:
     """One SQLite file in WAL mode, a pool of connections, and the schema it must carry."""
 

@@ -741,3 +741,20 @@ WHERE g.id IS NOT NULL AND m.queue_id = ?
 
 -- name: view_dm_broker_sessions
 SELECT * FROM dm_broker_sessions
+
+-- name: message_type_definition
+SELECT validation, json_schema FROM sb_message_types WHERE name = ?
+
+-- name: queue_metrics
+-- Per queue (pgmq's metrics()): messages ready to receive, in groups a transaction holds,
+-- not yet complete, and retained. One read, no lock taken.
+SELECT q.name,
+    coalesce(sum(m.status = 1 AND l.group_id IS NULL), 0),
+    coalesce(sum(m.status = 1 AND l.group_id IS NOT NULL), 0),
+    coalesce(sum(m.status = 2), 0),
+    coalesce(sum(m.status IN (0, 3)), 0)
+FROM sb_queues q
+LEFT JOIN sb_messages m ON m.queue_id = q.queue_id
+    AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order)
+LEFT JOIN sb_group_locks l ON l.group_id = m.group_id
+GROUP BY q.queue_id ORDER BY q.name

@@ -23,6 +23,7 @@ import contextlib
 import sqlite3
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
@@ -88,6 +89,7 @@ class Writer:
         self._mutex = threading.Lock()
         self._cond = threading.Condition(self._mutex)
         self._cond_waiters = 0
+        self._holders_waiting: deque[int] = deque()  # threads waiting to hold, in turn
         self._queue: list[_Item[Any]] = []
         self._leading = False
         self._holder: int | None = None  # thread holding the writer for a transaction
@@ -174,8 +176,10 @@ class Writer:
         other commits queue here, woken at once on release, instead of sleeping in SQLite's
         busy handler.  The caller must call :meth:`release_exclusive`.
 
-        What is queued in :meth:`run` goes first, in one batch: holders coming back to back
-        (an executor's readers serving a backlog) never starve a queued commit."""
+        Holders take turns in the order they asked (a thread coming back for the writer at
+        once waits behind one that asked before), and what is queued in :meth:`run` goes
+        first, in one batch: an executor's readers serving a backlog back to back starve
+        neither each other nor a queued commit."""
         me = threading.get_ident()
         with self._mutex:
             if self._holder == me:
@@ -183,7 +187,18 @@ class Writer:
                     "this thread already holds the write lock in another transaction "
                     "(it ran a write statement with execute): finish that one first"
                 )
-            self._wait_for_leadership()
+            self._holders_waiting.append(me)
+            self._cond_waiters += 1
+            try:
+                while self._leading or self._holders_waiting[0] != me:
+                    self._cond.wait()
+            except BaseException:
+                self._holders_waiting.remove(me)
+                self._cond.notify_all()
+                raise
+            finally:
+                self._cond_waiters -= 1
+            self._holders_waiting.popleft()
             self._leading = True
             self._holder = me
             batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]

@@ -1,0 +1,2 @@
+-- A failed task keeps its traceback (issue 17): ExecutionLog.ErrorDetails.
+ALTER TABLE ExecutionLog ADD COLUMN ErrorDetails TEXT;

@@ -1,0 +1,85 @@
+"""``sbroker run`` stopped by SIGTERM behaves as Ctrl-C: the running stage is cancelled, the
+summary is printed, every unfinished ExecutionLog row says cancelled, and the exit code is
+143 (128 + SIGTERM). A real process, as a user or a service manager stops it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import sbroker
+
+TASKS = '''
+import pathlib
+import threading
+
+
+def hold(spark, folder):
+    """Say it started, then run until the test releases it (bounded)."""
+    folder = pathlib.Path(folder)
+    (folder / "started").touch()
+    tick = threading.Event()
+    for _ in range(1200):
+        if (folder / "release").exists():
+            return "released"
+        tick.wait(0.05)
+    return "never released"
+'''
+
+
+def _wait_for(path: Path, proc: subprocess.Popen[str], timeout: float = 60.0) -> None:
+    """Poll for a file the child writes (bounded; the child is a separate process)."""
+    end = time.monotonic() + timeout
+    tick = threading.Event()
+    while not path.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < end, f"{path.name} never appeared"
+        tick.wait(0.05)
+
+
+def test_sigterm_cancels_the_stage_prints_the_summary_and_exits_143(tmp_path: Path) -> None:
+    (tmp_path / "held_tasks.py").write_text(TASKS)
+    (tmp_path / "held.toml").write_text(textwrap.dedent(f'''
+        [pipeline]
+        name = "held"
+        [[stage]]
+        name = "first"
+        [[stage.task]]
+        name = "running"
+        python = "held_tasks:hold"
+        args = {{ folder = "{tmp_path}" }}
+        [[stage.task]]
+        name = "queued"
+        python = "held_tasks:hold"
+        args = {{ folder = "{tmp_path}" }}
+        [[stage]]
+        name = "second"
+        [[stage.task]]
+        sql = "SELECT 1"
+    '''))
+    db = tmp_path / "run.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sbroker.cli", "--db", str(db), "run", "--readers", "1",
+         "held.toml"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    try:
+        _wait_for(tmp_path / "started", proc)
+        proc.send_signal(signal.SIGTERM)
+        (tmp_path / "release").touch()  # the running task ends by itself
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, (out, err)
+    assert "was interrupted at stage 'first'" in out
+    assert "Traceback" not in err
+    with sbroker.Broker.open(db, create=False) as b:
+        statuses = sorted(r["Status"] for r in b.view("ExecutionLog"))
+    assert statuses == ["cancelled", "cancelled"]
