@@ -14,6 +14,8 @@ from rich.console import Console
 from rich.table import Table
 
 from sbroker.broker import SQL_VIEWS, Broker
+from sbroker.cli.dashboard import check_options, dashboard_options, make_server
+from sbroker.cli.dashboard import dashboard as dashboard_command
 from sbroker.core.errors import BrokerError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -180,16 +182,27 @@ def status(ctx: click.Context, views: tuple[str, ...]) -> None:
 @main.command()
 @click.option("--durability", type=click.Choice(["normal", "full"]), default="normal",
               show_default=True, help="'full' fsyncs every commit.")
+@click.option("--dashboard", "with_dashboard", is_flag=True,
+              help="Serve the web dashboard in this process too (see `sbroker dashboard`).")
+@dashboard_options("dashboard-")
 @click.pass_context
 @_fail_cleanly
-def serve(ctx: click.Context, durability: str) -> None:
+def serve(ctx: click.Context, durability: str, with_dashboard: bool, host: str, port: int,
+          token: str | None) -> None:
     """Run the started broker (endpoint, transmitter, timers, activation) until SIGINT/SIGTERM."""
     from sbroker.cli.serve import run_serve
+
+    if with_dashboard:
+        check_options(host, token)
 
     def ready(broker: Broker) -> None:
         address = broker.network.address
         where = f"listening on {address[0]}:{address[1]}" if address else "no endpoint"
         click.echo(f"sbroker: serving {ctx.obj['db']} ({where}); SIGINT or SIGTERM stops it")
+        if with_dashboard:  # a broker service: stopped before the broker closes
+            server = make_server(broker, host, port, token)
+            broker.add_service(server)
+            click.echo(f"sbroker: dashboard on {server.url}")
 
     sys.exit(run_serve(ctx.obj["db"], durability=durability, ready=ready))
 
@@ -349,6 +362,8 @@ def list_views() -> None:
                  "dm_broker_connections"):
         click.echo(name)
 
+
+main.add_command(dashboard_command)  # sbroker dashboard (cli/dashboard.py)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

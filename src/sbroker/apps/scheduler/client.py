@@ -183,14 +183,7 @@ class Scheduler:
     # -- cancel and monitoring -----------------------------------------------------------------
     def cancel(self, log_id: int) -> None:
         """Cancel a queued or running task; its result comes back as ``cancelled``."""
-        with self.broker.transaction() as tx:
-            tx.execute(
-                "UPDATE ExecutionLog SET CancelRequested = 1"
-                " WHERE LogID = ? AND Status IN ('queued', 'running')", (log_id,),
-            )
-        state = getattr(self.broker, "_executor_state", None)
-        if state is not None:
-            state.runner.cancel(log_id)
+        cancel_task(self.broker, log_id)
 
     def started_at(self, log_id: int) -> dt.datetime | None:
         """When the task started running (None while queued)."""
@@ -211,6 +204,21 @@ class Scheduler:
         if self.handle is None:
             raise BrokerError("the scheduler is not open: use it as `with broker.scheduler():`")
         return self.handle
+
+
+def cancel_task(broker: Broker, log_id: int) -> bool:
+    """Cancel a queued or running task from any process (an administrator, the dashboard):
+    a queued task never starts, a running one's executor cancels it within a fraction of a
+    second (it watches ``CancelRequested``).  False when the task is not queued or running."""
+    with broker.transaction() as tx:
+        marked = tx.execute(
+            "UPDATE ExecutionLog SET CancelRequested = 1"
+            " WHERE LogID = ? AND Status IN ('queued', 'running')", (log_id,),
+        ).rowcount
+    state = getattr(broker, "_executor_state", None)
+    if state is not None:
+        state.runner.cancel(log_id)
+    return bool(marked)
 
 
 def install_runner(broker: Broker, runner: Any) -> None:
