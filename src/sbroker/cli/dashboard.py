@@ -4,6 +4,8 @@ process of its own beside the workers; and the ``--dashboard`` options of ``sbro
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -82,7 +84,10 @@ def dashboard(ctx: click.Context, host: str, port: int, token: str | None,
         server = make_server(broker, host, port, token, spark_ui)
         click.echo(f"sbroker: dashboard of {ctx.obj['db']} on {server.url}"
                    f"{' (token required)' if token else ''}; Ctrl-C stops it")
-        server.run()
+        # uvicorn stops on SIGINT/SIGTERM, then raises the signal again: end quietly, code 0
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
+        with contextlib.suppress(KeyboardInterrupt):
+            server.run()
     finally:
         broker.close()
 

@@ -86,6 +86,16 @@ def _body(value: bytes | str | None, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _clock(value: str | None) -> str:
+    """An ExecutionLog time (ISO text) as its time of day, to the millisecond."""
+    if not value:
+        return "-"
+    try:
+        return dt.datetime.fromisoformat(value).strftime("%H:%M:%S.%f")[:-3]
+    except ValueError:
+        return value
+
+
 def _local_path(value: object, default: str) -> str:
     """Where a form sends the browser back: a path of this site only."""
     if isinstance(value, str) and value.startswith("/") and not value.startswith("//"):
@@ -107,7 +117,8 @@ def create_app(broker: BrokerApi, options: DashboardOptions | None = None) -> St
     registry = metrics.registry_for(reader)
     env = Environment(loader=FileSystemLoader(HERE / "templates"),
                       autoescape=select_autoescape(["html"]))
-    env.filters.update(age=_age, epoch=_epoch, body=_body)
+    env.filters.update(age=_age, epoch=_epoch, body=_body, clock=_clock,
+                       task=timeline.task_name)
 
     def render(request: Request, name: str, context: dict[str, Any],
                status: int = 200) -> HTMLResponse:

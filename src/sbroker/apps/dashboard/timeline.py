@@ -79,15 +79,16 @@ def _when(text: str | None) -> dt.datetime | None:
     return dt.datetime.fromisoformat(text) if text else None
 
 
-def _task_name(row: Mapping[str, Any]) -> str:
+def task_name(row: Mapping[str, Any]) -> str:
+    """A task's name: the one its pipeline gave, else its SQL text or Python target."""
     if row.get("TaskName"):
         return str(row["TaskName"])
     try:
         task = json.loads(row["Task"])
     except (TypeError, ValueError):
         return f"task {row['LogID']}"
-    text = str(task.get("sql") or task.get("target") or task.get("kind") or row["LogID"])
-    return text if len(text) <= 40 else text[:37] + "..."
+    text = str(task.get("sql") or task.get("target") or task.get("type") or row["LogID"])
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def stages_of(tasks: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
@@ -147,7 +148,7 @@ def chart(run: Mapping[str, Any], tasks: list[dict[str, Any]], now: dt.datetime)
                             x(last, now), f"{name}: {(last - first).total_seconds():.2f} s"))
         y += ROW_HEIGHT
         for r, start, stop in zip(rows, starts, ends, strict=True):
-            label = _task_name(r)
+            label = task_name(r)
             seconds = (stop - start).total_seconds()
             out.bars.append(Bar(
                 label, "task", str(r["Status"]), y, x(_when(r["QueuedTime"]), start),
