@@ -1,9 +1,9 @@
 """`python -m bench.dashboard`: the dashboard's page times on a large database (SPEC §11).
 
 Fills a database with 10,000 conversations holding 100,000 queued messages (10 each), a
-locked group, 20,000 ExecutionLog rows in 100 pipeline runs and 200 parked poison messages,
-serves its dashboard with uvicorn on loopback, and times every page over HTTP: median, min
-and max of ``--runs`` loads, in ms.  ``--db`` keeps (and reuses) the filled file.
+locked group, 20,000 ExecutionLog rows in 100 pipeline runs of 4 stages and 200 parked
+poison messages, serves its dashboard with uvicorn on loopback, and times every page over
+HTTP: median, min and max of ``--runs`` loads, in ms.  ``--db`` keeps (and reuses) the filled file.
 """
 
 from __future__ import annotations
@@ -47,14 +47,16 @@ def fill(broker: sbroker.Broker, conversations: int, per: int) -> None:
     base = dt.datetime(2026, 11, 24, tzinfo=dt.UTC)
     with broker.transaction() as tx:
         for i in range(2 * conversations):  # 20,000 rows for 10,000 conversations
-            queued = (base + dt.timedelta(seconds=i)).isoformat()
-            ended = (base + dt.timedelta(seconds=i + 0.5)).isoformat()
+            run, k = divmod(i, 200)  # runs of 4 stages of 50 tasks
+            at = base + dt.timedelta(seconds=run * 100 + k // 50 * 10)
+            queued, started = at.isoformat(), (at + dt.timedelta(seconds=k % 50 / 10))
+            ended = (started + dt.timedelta(seconds=0.5)).isoformat()
             status = "failed" if i % 97 == 0 else "succeeded"
             tx.execute(
                 "INSERT INTO ExecutionLog(CallerID, SchedulerHandle, Task, QueuedTime,"
                 " StartTime, EndTime, Status, Error, Pool) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 ("bench", f"run-{i // 200}", json.dumps({"type": "sql", "sql": f"SELECT {i}"}),
-                 queued, queued, ended, status, "boom" if status == "failed" else None,
+                 queued, started.isoformat(), ended, status, "boom" if status == "failed" else None,
                  f"pipeline-{i // 2000}"))
     park_messages(broker, 200, queue="Invoices")
 

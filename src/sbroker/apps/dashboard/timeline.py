@@ -30,6 +30,7 @@ LABEL_WIDTH = 230
 CHART_WIDTH = 700
 ROW_HEIGHT = 22
 RUNS_SHOWN = 5
+TASK_BARS = 150  # a run with more tasks is drawn by its stages alone (the page stays small)
 _STEPS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600)
 
 
@@ -65,6 +66,8 @@ class Chart:
     bars: list[Bar] = field(default_factory=list)
     ticks: list[tuple[float, str]] = field(default_factory=list)
     stages: list[str] = field(default_factory=list)
+    tasks: int = 0
+    tasks_drawn: bool = True
 
     @property
     def height(self) -> int:
@@ -131,7 +134,8 @@ def chart(run: Mapping[str, Any], tasks: list[dict[str, Any]], now: dt.datetime)
     status = ("running" if run["open_tasks"] else "failed" if run["failed_tasks"]
               else "succeeded")
     out = Chart(str(run["SchedulerHandle"]), str(run["pool"] or ""),
-                begin.isoformat(" ", "seconds"), span, status)
+                begin.isoformat(" ", "seconds"), span, status, tasks=len(tasks),
+                tasks_drawn=len(tasks) <= TASK_BARS)
     step = _step(span)
     out.ticks = [(LABEL_WIDTH + i * step * scale, f"{i * step:g}s")
                  for i in range(int(span / step) + 1)]
@@ -148,6 +152,8 @@ def chart(run: Mapping[str, Any], tasks: list[dict[str, Any]], now: dt.datetime)
                             x(last, now), f"{name}: {(last - first).total_seconds():.2f} s"))
         y += ROW_HEIGHT
         for r, start, stop in zip(rows, starts, ends, strict=True):
+            if not out.tasks_drawn and not r["Error"]:
+                continue
             label = task_name(r)
             seconds = (stop - start).total_seconds()
             out.bars.append(Bar(
