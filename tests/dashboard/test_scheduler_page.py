@@ -13,7 +13,7 @@ import pytest
 from starlette.testclient import TestClient
 
 import sbroker
-from sbroker.apps.dashboard import DashboardOptions, create_app
+from sbroker.apps.dashboard import DashboardOptions, create_app, timeline
 from sbroker.apps.dashboard.demo import run_demo_pipeline
 from sbroker.apps.dashboard.timeline import stages_of
 from sbroker.apps.pipeline import LocalScheduler
@@ -114,7 +114,8 @@ def row(log_id: int, queued: float, start: float, end: float) -> dict[str, objec
     base = dt.datetime(2026, 11, 24, 9, 0, tzinfo=dt.UTC)
     iso = [(base + dt.timedelta(seconds=t)).isoformat() for t in (queued, start, end)]
     return {"LogID": log_id, "QueuedTime": iso[0], "StartTime": iso[1], "EndTime": iso[2],
-            "Status": "succeeded", "Stage": None, "StageIndex": None}
+            "Status": "succeeded", "Stage": None, "StageIndex": None, "Error": None,
+            "Task": "{}"}
 
 
 def test_stages_are_inferred_when_none_were_recorded() -> None:
@@ -130,3 +131,13 @@ def test_only_a_brokers_scheduler_gets_a_recorder(pair: sbroker.Broker) -> None:
     pair.install_executor(runner=StubRunner())
     with pair.scheduler("x") as s:
         assert isinstance(recorder_for(s), RunRecorder)
+
+
+def test_a_long_run_is_drawn_by_its_stages_and_failed_tasks() -> None:
+    tasks = [row(i, 0, 0, 1) for i in range(1, 201)]
+    tasks[7] = {**tasks[7], "Status": "failed", "Error": "boom"}
+    run = {"SchedulerHandle": "h", "pool": "big", "open_tasks": 0, "failed_tasks": 1}
+    chart = timeline.chart(run, tasks, dt.datetime(2026, 11, 24, 10, 0, tzinfo=dt.UTC))
+    assert chart.tasks == 200 and not chart.tasks_drawn
+    assert [(b.kind, b.label) for b in chart.bars] == [("stage", "stage 1"), ("task", "task 8")]
+    assert chart.bars[1].error == "boom"

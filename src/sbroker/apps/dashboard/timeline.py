@@ -90,7 +90,7 @@ def task_name(row: Mapping[str, Any]) -> str:
         task = json.loads(row["Task"])
     except (TypeError, ValueError):
         return f"task {row['LogID']}"
-    text = str(task.get("sql") or task.get("target") or task.get("type") or row["LogID"])
+    text = str(task.get("sql") or task.get("target") or f"task {row['LogID']}")
     return text if len(text) <= 60 else text[:57] + "..."
 
 
