@@ -4,16 +4,20 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: setup run demo test lint bench bench-quick clean
+.PHONY: setup chromium run demo test lint bench bench-quick clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev,spark]'
+	$(BIN)/python -m pip install -q -e '.[dev,spark,dashboard]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+# The dashboard's browser tests drive Debian's chromium (no browser download is possible).
+chromium:
+	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
 
 run: setup
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/sbroker --db out/sbroker.db run examples/orders_pipeline.toml
@@ -21,7 +25,7 @@ run: setup
 demo: setup
 	$(BIN)/sbroker --db out/demo.db demo
 
-test: setup
+test: setup chromium
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest -q

@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "activator",  # the external activator
     "poison",     # poison list | incidents | redrive
     "demo",       # a dialog, step by step
+    "dashboard",  # the web dashboard
 )
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from sbroker.cli.common import Broker, fail_cleanly, require_database
+from sbroker.cli.dashboard import check_options, dashboard_options, make_server
 
 
 def run_serve(
@@ -53,16 +54,26 @@ def run_serve(
 @click.command()
 @click.option("--durability", type=click.Choice(["normal", "full"]), default="normal",
               show_default=True, help="'full' fsyncs every commit.")
+@click.option("--dashboard", "with_dashboard", is_flag=True,
+              help="Serve the web dashboard in this process too (see `sbroker dashboard`).")
+@dashboard_options("dashboard-")
 @click.pass_context
 @fail_cleanly
-def serve(ctx: click.Context, durability: str) -> None:
+def serve(ctx: click.Context, durability: str, with_dashboard: bool, host: str, port: int,
+          token: str | None) -> None:
     """Run the started broker (endpoint, transmitter, timers, activation) until SIGINT/SIGTERM."""
+    if with_dashboard:  # a bad bind is refused before anything is opened
+        check_options(host, token)
     require_database(ctx)
 
     def ready(broker: Broker) -> None:
         address = broker.network.address
         where = f"listening on {address[0]}:{address[1]}" if address else "no endpoint"
         click.echo(f"sbroker: serving {ctx.obj['db']} ({where}); SIGINT or SIGTERM stops it")
+        if with_dashboard:  # a broker service: stopped before the broker closes
+            server = make_server(broker, host, port, token)
+            broker.add_service(server)
+            click.echo(f"sbroker: dashboard on {server.url}")
 
     sys.exit(run_serve(ctx.obj["db"], durability=durability, ready=ready))
 

@@ -19,6 +19,7 @@ from rich.console import Console
 from sbroker.apps.pipeline.display import make_display
 from sbroker.apps.pipeline.model import Pipeline
 from sbroker.apps.pipeline.parser import PipelineError, load_pipeline, parse_param_overrides
+from sbroker.apps.pipeline.record import Observers, recorder_for
 from sbroker.apps.pipeline.run import PipelineRun, run_pipeline
 from sbroker.apps.pipeline.scheduler import LocalScheduler, Scheduler, TaskMonitor
 from sbroker.apps.spark.config import SparkConfig
@@ -117,8 +118,10 @@ def run_command(path: str | Path, params: Sequence[str] = (), *,
             with (open_scheduler or local_scheduler())(pipeline) as scheduler:
                 if monitor is None and isinstance(scheduler, TaskMonitor):
                     monitor = scheduler
-                run = run_pipeline(pipeline, scheduler,
-                                   observer=make_display(console, monitor, verbose=verbose))
+                display = make_display(console, monitor, verbose=verbose)
+                recorder = recorder_for(scheduler)  # stage names for the dashboard
+                run = run_pipeline(pipeline, scheduler, observer=display if recorder is None
+                                   else Observers(display, recorder))
     except PipelineError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return EXIT_USAGE, None

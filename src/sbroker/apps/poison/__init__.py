@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sbroker.apps.poison.guard import (
+    REDRIVABLE,
     ParkingService,
     PoisonGuard,
     Policy,
@@ -16,6 +17,7 @@ from sbroker.apps.poison.guard import (
 )
 
 __all__ = [
+    "REDRIVABLE",
     "ParkingService",
     "PoisonGuard",
     "Policy",

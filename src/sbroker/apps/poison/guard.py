@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from sbroker.services.activation import ActivationContext
 
 __all__ = [
+    "REDRIVABLE",
     "ParkingService",
     "PoisonGuard",
     "Policy",

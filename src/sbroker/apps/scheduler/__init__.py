@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sbroker.apps.scheduler.client import Scheduler
+from sbroker.apps.scheduler.client import Scheduler, cancel_task
 from sbroker.apps.scheduler.executor import (
     executor_procedure,
     recover_dead_tasks,
@@ -10,4 +10,5 @@ from sbroker.apps.scheduler.executor import (
     serve_one,
 )
 
-__all__ = ["Scheduler", "executor_procedure", "recover_dead_tasks", "serve", "serve_one"]
+__all__ = ["Scheduler", "cancel_task", "executor_procedure", "recover_dead_tasks", "serve",
+           "serve_one"]

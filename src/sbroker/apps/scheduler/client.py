@@ -244,16 +244,20 @@ class Scheduler:
         return self.handle
 
 
-def cancel_task(broker: BrokerAPI, log_id: int) -> None:
-    """Cancel a queued or running task from any process: the executor that runs it (here or
-    elsewhere) sees the request in ExecutionLog and cancels its Spark jobs."""
+def cancel_task(broker: BrokerAPI, log_id: int) -> bool:
+    """Cancel a queued or running task from any process (an administrator, the dashboard):
+    a queued task is cancelled at once and never starts, a running one's executor cancels it
+    within a fraction of a second (it watches ``CancelRequested``).  False when the task is
+    not queued or running."""
     q = sql(broker)
     with broker.transaction() as tx:
-        tx.execute(q.cancel_queued, (dt.datetime.now(dt.UTC).isoformat(), log_id))
-        tx.execute(q.request_cancel, (log_id,))
+        marked = tx.execute(q.cancel_queued, (dt.datetime.now(dt.UTC).isoformat(), log_id)
+                            ).rowcount
+        marked += tx.execute(q.request_cancel, (log_id,)).rowcount
     state = broker.executor_state(create=False)
     if state is not None:
         state.runner.cancel(log_id)
+    return bool(marked)
 
 
 def install_runner(broker: BrokerAPI, runner: Any) -> None:

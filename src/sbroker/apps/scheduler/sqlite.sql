@@ -20,12 +20,14 @@ RETURNING LogID
 -- name: cancel_queued
 -- A queued task is cancelled now (no reader may ever come for it: the caller may be
 -- leaving); the executor that takes its message reports it cancelled. Params: now, log id.
-UPDATE ExecutionLog SET Status = 'cancelled', EndTime = ?, Error = 'cancelled before it started'
+UPDATE ExecutionLog SET Status = 'cancelled', EndTime = ?, Error = 'cancelled before it started',
+    CancelRequested = 1
 WHERE LogID = ? AND Status = 'queued'
 
 -- name: request_cancel
+-- A running task: its executor watches CancelRequested and cancels its Spark jobs.
 UPDATE ExecutionLog SET CancelRequested = 1
-WHERE LogID = ? AND Status IN ('cancelled', 'running')
+WHERE LogID = ? AND Status = 'running' AND CancelRequested = 0
 
 -- name: queued_among
 -- How many of the log ids (a JSON array) are still queued.

@@ -1,0 +1,63 @@
+"""``sbroker dashboard`` in a process of its own beside a worker, and ``sbroker serve
+--dashboard`` (the broker's services and the dashboard in one process)."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx2
+
+import sbroker
+
+from .helpers import send
+
+
+def start(db: Path, *args: str) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen([sys.executable, "-m", "sbroker.cli", "--db", str(db), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:  # the process prints its address once it listens
+        found = re.search(r"dashboard (?:of \S+ )?on (http://\S+?)[;\s]", line)
+        if found:
+            return proc, found.group(1)
+    _, err = proc.communicate(timeout=30)
+    raise AssertionError(f"no address printed; stderr: {err}")
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+
+
+def test_the_dashboard_command_serves_a_database_another_process_writes(
+        pair: sbroker.Broker, db_path: Path) -> None:
+    proc, url = start(db_path, "dashboard", "--port", "0")
+    try:
+        before = httpx2.get(f"{url}/api/views/queue_stats", timeout=30).json()
+        send(pair, 3)  # this process is the worker
+        after = httpx2.get(f"{url}/api/views/queue_stats", timeout=30).json()
+        page = httpx2.get(f"{url}/queues/TargetQueue", timeout=30)
+    finally:
+        stop(proc)
+    ready = {q["queue_name"]: q["ready_messages"] for q in before}
+    assert ready["TargetQueue"] == 0
+    assert {q["queue_name"]: q["ready_messages"] for q in after}["TargetQueue"] == 3
+    assert page.status_code == 200 and page.text.count('<td class="body">hello</td>') == 3
+
+
+def test_serve_with_the_dashboard_runs_both_in_one_process(db_path: Path) -> None:
+    with sbroker.Broker.open(db_path) as b:
+        b.create_queue("Q")
+    proc, url = start(db_path, "serve", "--dashboard", "--dashboard-port", "0")
+    try:
+        r = httpx2.get(f"{url}/metrics", timeout=30)
+        tasks = httpx2.get(f"{url}/api/views/dm_broker_queue_monitors", timeout=30)
+    finally:
+        stop(proc)
+    assert r.status_code == 200 and 'sbroker_queue_enabled{queue="Q"} 1.0' in r.text
+    assert tasks.status_code == 200
