@@ -26,13 +26,15 @@ demo: setup
 	$(BIN)/sbroker --db out/demo.db demo
 
 test: setup chromium
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests bench tools
 	$(BIN)/mypy
+	$(BIN)/python -m tools.archcheck -q
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest -q
 
 lint: setup
-	$(BIN)/ruff check src tests
+	$(BIN)/ruff check src tests bench tools
 	$(BIN)/mypy
+	$(BIN)/python -m tools.archcheck -q
 
 bench: setup
 	bash bench/setup.sh

@@ -26,7 +26,7 @@ def test_builtin_objects_exist_in_every_database(broker: Broker) -> None:
 def test_broker_instance_is_stable_across_reopen(db_path) -> None:  # type: ignore[no-untyped-def]
     with Broker.open(db_path) as b:
         first = b.broker_instance
-    with Broker.open(f"sqlite:///{db_path}") as b:
+    with Broker.open(db_path) as b:
         assert b.broker_instance == first
 
 

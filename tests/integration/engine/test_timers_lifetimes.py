@@ -8,6 +8,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from support.helpers import (
+    Background,
+    Child,
+    begin_and_send,
+    bodies,
+    make_pair,
+    on_hook,
+    table_counts,
+)
 
 from sbroker import (
     DIALOG_TIMER,
@@ -16,8 +25,6 @@ from sbroker import (
     ConversationStateError,
     FakeClock,
 )
-
-from .helpers import Background, Child, begin_and_send, bodies, make_pair, on_hook, table_counts
 
 LIFETIME_EXPIRED = -8489
 

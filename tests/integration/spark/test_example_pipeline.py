@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "orders_pipeline.toml"
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "orders_pipeline.toml"
 
 
 def test_the_orders_pipeline_writes_its_report(spark: SparkSession, tmp_path: Path,

@@ -9,10 +9,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support.helpers import Child, begin_and_send, bodies, make_pair, table_counts
 
 from sbroker import Broker
-
-from .helpers import Child, begin_and_send, bodies, make_pair, table_counts
 
 
 @pytest.fixture

@@ -8,10 +8,10 @@ import socket
 from collections.abc import Callable
 from pathlib import Path
 
+from support.helpers import Child, begin_and_send, bodies, make_pair, send
+
 import sbroker
 from sbroker import Broker, FakeClock
-
-from .helpers import Child, begin_and_send, bodies, make_pair, send
 
 
 def _stats(b: Broker, queue: str = "TargetQueue") -> dict[str, object]:

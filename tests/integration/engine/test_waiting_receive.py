@@ -11,10 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
-from sbroker import Broker, FakeClock
-
-from .helpers import (
+from support.helpers import (
     Background,
     Child,
     Holder,
@@ -24,6 +21,8 @@ from .helpers import (
     on_hook,
     send,
 )
+
+from sbroker import Broker, FakeClock
 
 LONG = 60.0  # the RECEIVE timeout; a wake-up must come long before it
 

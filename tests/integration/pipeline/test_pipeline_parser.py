@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from sbroker.apps.pipeline import PipelineError, load_pipeline, parse_pipeline
 from sbroker.apps.spark import PythonTask, SparkConfig, SparkSQL
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "orders_pipeline.toml"
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "orders_pipeline.toml"
 
 MINIMAL = """\
 [pipeline]

@@ -7,11 +7,10 @@ import contextlib
 import threading
 
 import pytest
+from support.helpers import Background, begin_and_send, bodies
 
 import sbroker
 from sbroker import Broker, CommitConflictError
-
-from .helpers import Background, begin_and_send, bodies
 
 
 @pytest.fixture

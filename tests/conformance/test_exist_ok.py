@@ -3,7 +3,6 @@ run twice); a different definition is a DuplicateError that says what differs.""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,8 +32,8 @@ def define(b: sbroker.Broker, *, exist_ok: bool = True) -> None:
     b.create_endpoint(port=0, secret="s3cret", encryption="supported", exist_ok=exist_ok)
 
 
-def test_a_script_that_creates_its_objects_runs_twice(tmp_path: Path) -> None:
-    path = tmp_path / "twice.db"
+def test_a_script_that_creates_its_objects_runs_twice(db_path: str) -> None:
+    path = db_path
     with sbroker.Broker.open(path) as b:
         define(b)
         before = {name: b.view(name) for name in ("message_types", "contracts",
@@ -45,8 +44,8 @@ def test_a_script_that_creates_its_objects_runs_twice(tmp_path: Path) -> None:
         assert {name: b.view(name) for name in before} == before
 
 
-def test_without_exist_ok_a_duplicate_is_still_an_error(tmp_path: Path) -> None:
-    with sbroker.Broker.open(tmp_path / "dup.db") as b:
+def test_without_exist_ok_a_duplicate_is_still_an_error(db_path: str) -> None:
+    with sbroker.Broker.open(db_path) as b:
         define(b, exist_ok=False)
         with pytest.raises(sbroker.DuplicateError, match="already exists"):
             b.create_queue("ShopQueue")
@@ -74,8 +73,8 @@ def test_without_exist_ok_a_duplicate_is_still_an_error(tmp_path: Path) -> None:
                                  exist_ok=True), "secret"),
 ])
 def test_a_different_definition_is_an_error_naming_what_differs(
-        tmp_path: Path, create: Any, differs: str) -> None:
-    with sbroker.Broker.open(tmp_path / "diff.db") as b:
+        db_path: str, create: Any, differs: str) -> None:
+    with sbroker.Broker.open(db_path) as b:
         define(b)
         with pytest.raises(sbroker.DuplicateError, match="different definition") as caught:
             create(b)

@@ -3,9 +3,9 @@ nothing of the conversation is left, however many conversations go through."""
 
 from __future__ import annotations
 
-from sbroker import END_DIALOG, ERROR, Broker
+from support.helpers import begin_and_send, bodies, send, table_counts
 
-from .helpers import begin_and_send, bodies, send, table_counts
+from sbroker import END_DIALOG, ERROR, Broker
 
 EMPTY = {"sb_endpoints": 0, "sb_messages": 0, "sb_transmission_queue": 0, "sb_group_locks": 0}
 

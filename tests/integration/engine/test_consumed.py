@@ -4,10 +4,10 @@ every reader at once, the sweep deletes it, and marks never pile up."""
 
 from __future__ import annotations
 
+from support.helpers import begin_and_send, bodies, send
+
 from sbroker import Broker
 from sbroker.storage.sqlite.sweeper import DENSE, SWEEP_COMMITS
-
-from .helpers import begin_and_send, bodies, send
 
 
 def _marking(b: Broker, every_commits: int = SWEEP_COMMITS) -> Broker:

@@ -167,9 +167,9 @@ def test_top_and_timeout_arguments_are_checked(pair: Broker) -> None:
         assert tx.receive("TargetQueue", top=0) == []
 
 
-def test_timer_fires_a_dialog_timer_that_comes_first(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_timer_fires_a_dialog_timer_that_comes_first(db_path) -> None:  # type: ignore[no-untyped-def]
     clock = FakeClock()
-    with Broker.open(tmp_path / "t.db", clock=clock) as b:
+    with Broker.open(db_path, clock=clock) as b:
         b.create_queue("Q")
         b.create_service("S", "Q", ["DEFAULT"])
         with b.transaction() as tx:
@@ -196,9 +196,9 @@ def test_timer_fires_a_dialog_timer_that_comes_first(tmp_path) -> None:  # type:
         assert (timer.message_type_name, timer.conversation_handle) == (sbroker.DIALOG_TIMER, h)
 
 
-def test_lifetime_expiry_errors_both_sides(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_lifetime_expiry_errors_both_sides(db_path) -> None:  # type: ignore[no-untyped-def]
     clock = FakeClock()
-    with Broker.open(tmp_path / "l.db", clock=clock) as b:
+    with Broker.open(db_path, clock=clock) as b:
         b.create_queue("Q1")
         b.create_queue("Q2")
         b.create_service("A", "Q1")

@@ -9,11 +9,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support.helpers import begin_and_send, make_pair
 
 import sbroker
 from sbroker import Broker
-
-from .helpers import begin_and_send, make_pair
 
 
 def _fingerprint(path: Path) -> tuple[str, list[str]]:

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import pytest
-
-from .helpers import Child
+from support.helpers import Child
 
 
 @pytest.fixture

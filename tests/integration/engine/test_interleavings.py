@@ -10,10 +10,9 @@ from typing import Any
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from support.helpers import make_pair
 
 from sbroker import Broker, Transaction
-
-from .helpers import make_pair
 
 CONVERSATIONS = 3
 TRANSACTIONS = 3

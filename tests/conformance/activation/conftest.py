@@ -15,9 +15,9 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def broker(clock: FakeClock) -> Iterator[Broker]:
-    b = Broker.open(":memory:", clock=clock, monitor_interval=5)
-    b._activation.stop_timeout = 5.0
+def broker(clock: FakeClock, db_path: str) -> Iterator[Broker]:
+    b = Broker.open(db_path, clock=clock, monitor_interval=5)
+    b.activation.stop_timeout = 5.0
     b.create_queue("InitQ")
     b.create_service("Init", "InitQ")
     yield b

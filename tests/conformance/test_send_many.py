@@ -5,7 +5,7 @@ both ends of a conversation, begins one, or creates a target with a first messag
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sbroker
@@ -39,13 +39,16 @@ def _drain(broker: sbroker.Broker) -> list[sbroker.Message]:
     return got
 
 
-@settings(max_examples=40, deadline=None)
+# new_target is function-scoped but hands out a fresh database on every call: safe to share
+# between examples.
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.integers(0, 2 * CONVERSATIONS - 1), min_size=1, max_size=30), st.booleans())
-def test_interleaved_sends_on_both_ends_keep_numbers_and_order(tmp_path_factory, order,
+def test_interleaved_sends_on_both_ends_keep_numbers_and_order(new_target, order,
                                                                retention):
     """``retention`` keeps the commit off the in-memory fast path: every SEND reads its
     sender again, so the numbers kept for flush must be written before that read."""
-    with sbroker.Broker.open(tmp_path_factory.mktemp("b") / "b.db") as broker:
+    with sbroker.Broker.open(new_target()) as broker:
         for name in ("InitQueue", "TargetQueue"):
             broker.create_queue(name, retention=retention)
         broker.create_service("InitService", "InitQueue")

@@ -10,10 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support.helpers import Background, Child, Holder, begin_and_send, bodies, send
 
 from sbroker import Broker, CommitConflictError
-
-from .helpers import Background, Child, Holder, begin_and_send, bodies, send
 
 
 def _receive_group(b: Broker, **kw: object) -> tuple[str | None, list[str]]:
