@@ -160,3 +160,33 @@ def test_an_event_the_service_skips_could_not_have_activated(
     if not mon.event_may_activate(now, INTERVAL):
         assert not mon.decide(now, INTERVAL, enabled=True, available=available,
                               max_readers=max_readers)
+
+
+def test_a_reader_asked_for_by_a_running_procedure_starts_without_waiting_the_interval() -> None:
+    # Rule (c), the executor's: readers keep finding work, nobody waits, but the interval has
+    # not passed since the last activation — asked for, another reader starts anyway.
+    mon = Monitor(1, "q")
+    assert decide(mon, 0.0)
+    mon.tasks_running = 1
+    mon.note_receive(0.1, empty=False)
+    assert not decide(mon, 0.2)  # the ramp alone would wait until 5.0
+    mon.wanted = True
+    assert decide(mon, 0.2)
+    assert not mon.wanted  # one reader per request
+    mon.tasks_running = 2
+    mon.note_receive(0.3, empty=False)
+    mon.wanted = True
+    assert not decide(mon, 0.3, available=False)  # nothing left to take: no reader
+    mon.wanted = True
+    assert not decide(mon, 0.3, max_readers=2)  # no room
+
+
+def test_a_request_is_kept_while_a_reader_just_started_has_not_received_yet() -> None:
+    mon = Monitor(1, "q")
+    assert decide(mon, 0.0)
+    mon.tasks_running = 1
+    mon.wanted = True
+    assert not decide(mon, 0.1)  # NOTIFIED: the new reader has not received yet
+    assert mon.wanted
+    mon.note_receive(0.2, empty=False)
+    assert decide(mon, 0.2)

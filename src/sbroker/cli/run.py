@@ -74,7 +74,7 @@ def _broker_scheduler(db: str, readers: int | None) -> Any:
     def open_broker(pipeline: Any) -> Iterator[Any]:
         Path(db).parent.mkdir(parents=True, exist_ok=True)
         concurrency = pipeline.options.concurrency
-        with Broker.open(db, monitor_interval=0.5) as broker:
+        with Broker.open(db) as broker:
             broker.install_executor(max_queue_readers=readers or max(concurrency or 4, 4),
                                     spark=pipeline.options.spark)
             broker.start()

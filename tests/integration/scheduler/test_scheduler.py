@@ -246,3 +246,29 @@ def test_an_activated_reader_waits_for_the_next_stage_as_seed_002s_does(tmp_path
 
 def _target_id(b: sbroker.Broker) -> int:
     return b.catalog.queues["QueueAsyncTarget"].queue_id
+
+
+def test_a_stage_starts_all_its_readers_at_once_with_default_options(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Issue 17: four tasks of one stage ran one at a time on a broker opened with default
+    options (activation ramps one reader per monitor_interval, 5 s).  The executor asks for
+    the readers its backlog needs at once: all four run together with the clock standing."""
+    clock = sbroker.FakeClock()
+    runner = StubRunner()
+    gate = threading.Event()
+    for i in range(4):
+        runner.on(f"SELECT {i}", gate=gate)
+    b = sbroker.Broker.open(tmp_path / "stage.db", clock=clock)  # monitor_interval: default
+    b.install_executor(max_queue_readers=4, runner=runner)
+    svc = b.activation
+    b.start()
+    try:
+        with b.scheduler("stage") as s:
+            for i in range(4):
+                s.exec_async(f"SELECT {i}")
+            assert len(runner.wait_running(4, timeout=30)) == 4  # the clock never moved
+            gate.set()
+            assert [r.status for r in s.wait_all(timeout=60)] == ["succeeded"] * 4
+        assert svc.monitor(_target_id(b)).tasks_started == 4
+    finally:
+        gate.set()
+        b.close()

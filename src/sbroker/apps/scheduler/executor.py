@@ -19,6 +19,7 @@ import os
 import threading
 import traceback
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,7 +89,8 @@ def executor_procedure(ctx: Any) -> None:
     state = executor_state(broker)
     recover_dead_tasks(broker)
     worker = f"{os.getpid()}:{threading.current_thread().name}"
-    serve(broker, state, worker, wait=IDLE_SECONDS, stopping=getattr(ctx, "stopping", None))
+    serve(broker, state, worker, wait=IDLE_SECONDS, stopping=getattr(ctx, "stopping", None),
+          on_task=getattr(ctx, "request_reader", None))
 
 
 @dataclass(frozen=True)
@@ -107,7 +109,8 @@ class Outcome:
 
 
 def serve(broker: BrokerAPI, state: ExecutorState, worker: str, *, wait: float,
-          stopping: threading.Event | None = None) -> int:
+          stopping: threading.Event | None = None,
+          on_task: Callable[[], None] | None = None) -> int:
     """Serve tasks until none came for ``wait`` seconds (or ``stopping`` is set); how many
     messages were handled.
 
@@ -129,6 +132,8 @@ def serve(broker: BrokerAPI, state: ExecutorState, worker: str, *, wait: float,
             handled += 1
             msg, payload = got
             if payload is not None:
+                if on_task is not None:
+                    on_task()  # more tasks may wait: another reader now, not after the ramp
                 outcome = _run(broker, state, msg, payload)
     finally:
         state.count_reader(-1)

@@ -51,6 +51,14 @@ class ActivationContext:
     queue: str
     task_id: int
     stopping: threading.Event = field(default_factory=threading.Event)
+    _request: Callable[[], None] = field(default=lambda: None, repr=False)
+
+    def request_reader(self) -> None:
+        """Ask for another instance of this procedure now — started when the queue has
+        messages no reader has taken and fewer than ``max_queue_readers`` run — instead of
+        waiting for the monitor's ramp of one reader per ``monitor_interval``.  Cheap when
+        nothing is needed; the task scheduler's executor calls it after each task it takes."""
+        self._request()
 
 
 @dataclass
@@ -143,6 +151,16 @@ class ActivationService(ClockLoop):
                 if mon is None or mon.event_may_activate(now, interval):
                     return False
         return True
+
+    def request_reader(self, queue_id: int) -> None:
+        """A running procedure of the queue wants another reader now (monitor rule c)."""
+        with self.lock:
+            mon = self._monitors.get(queue_id)
+            if mon is None or (mon.max_readers is not None
+                               and mon.tasks_running >= mon.max_readers):
+                return  # no room: nothing to do, and no pass
+            mon.wanted = True
+        self.touch((queue_id,))
 
     def wait_for(self, predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
         """Wait (real time) until ``predicate()`` holds; it is re-checked, with the service's
@@ -314,7 +332,8 @@ class ActivationService(ClockLoop):
     def _new_task(self, q: Queue, mon: Monitor, now: float) -> _Task:
         task_id = next(self._task_ids)
         task = _Task(task_id, q.queue_id, q.name, q.activation_procedure or "?", now,
-                     ActivationContext(self.facade, q.name, task_id))
+                     ActivationContext(self.facade, q.name, task_id,
+                                       _request=lambda: self.request_reader(q.queue_id)))
         self._tasks[task_id] = task
         mon.tasks_running += 1
         mon.tasks_started += 1
