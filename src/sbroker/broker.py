@@ -136,6 +136,8 @@ class Broker:
         if self.engine.closed:
             return
         self.stop()
+        if self._executor is not None:
+            self._executor.close()
         self.engine.close()
 
     def __enter__(self) -> Broker:

@@ -64,10 +64,19 @@ class ExecutorState:
     tick: int = 0
     watcher: threading.Thread | None = None
     readers: int = 0  # threads of this process inside serve() now: the tasks have a reader
+    stopping: threading.Event = field(default_factory=threading.Event)  # ends the watcher
 
     def count_reader(self, delta: int) -> None:
         with self.lock:
             self.readers += delta
+
+    def close(self) -> None:
+        """Stop and join the cancel watcher (the broker closes its executor state)."""
+        self.stopping.set()
+        with self.lock:
+            watcher = self.watcher
+        if watcher is not None and watcher is not threading.current_thread():
+            watcher.join(10)
 
 
 def default_runner(broker: BrokerAPI) -> Runner:
@@ -288,9 +297,8 @@ def _ensure_watcher(broker: BrokerAPI, state: ExecutorState) -> None:
 
 
 def _watch_cancels(broker: BrokerAPI, state: ExecutorState) -> None:
-    stop = threading.Event()
     done: set[int] = set()
-    while True:
+    while not state.stopping.is_set():
         with state.lock:
             running = list(state.running_logs)
         if not running:
@@ -303,7 +311,7 @@ def _watch_cancels(broker: BrokerAPI, state: ExecutorState) -> None:
             if log_id not in done:
                 done.add(log_id)
                 state.runner.cancel(log_id)
-        stop.wait(CANCEL_POLL_SECONDS)
+        state.stopping.wait(CANCEL_POLL_SECONDS)
 
 
 def recover_dead_tasks(broker: BrokerAPI) -> int:

@@ -435,3 +435,6 @@ class Writer:
                 self._lazy.clear()
         if conn is not None:
             conn.close()
+        timer = self._timer  # it sees _closing (and the wake) and returns
+        if timer is not None and timer is not threading.current_thread():
+            timer.join(10)
