@@ -25,7 +25,7 @@ _LOG4J2 = """\
 rootLogger.level = {level}
 rootLogger.appenderRef.out.ref = out
 # a pyspark driver is a shell to Spark, which then takes this logger's level for the root
-logger.repl.name = org.apache.spark.repl.Main
+logger.repl.name = org.apache.spark.api.python.PythonGatewayServer
 logger.repl.level = {level}
 appender.out.name = out
 appender.out.layout.type = PatternLayout
