@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, ClassVar
 
 import sbroker
 from sbroker.apps.scheduler import serve
@@ -38,7 +38,7 @@ class FakeConnectSession:
                     done=True)
         return self
 
-    columns = ["x"]
+    columns: ClassVar[list[str]] = ["x"]
 
     def take(self, n: int) -> list[tuple[int]]:
         return [(1,)]
