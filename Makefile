@@ -16,7 +16,9 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 run: setup
-	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/sbroker --db out/sbroker.db run examples/orders_pipeline.toml
+	@start=$$(date +%s); \
+	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/sbroker --db out/sbroker.db run examples/orders_pipeline.toml; \
+	code=$$?; echo "make run: $$(( $$(date +%s) - start )) s (starting Spark and the pipeline; exit code $$code)"; exit $$code
 
 demo: setup
 	$(BIN)/sbroker --db out/demo.db demo
