@@ -206,7 +206,8 @@ class Scheduler:
         process has the database open (it may run the executor: wait, but say so after a
         while). False means nothing can ever run them."""
         state = getattr(self.broker, "_executor_state", None)
-        if self.broker.started or (state is not None and state.readers > 0):
+        if self.broker.started or (state is not None and state.readers > 0) or (
+                not self._in_flight):
             return None
         with self.broker.db.connection() as conn:
             marks = ",".join("?" * len(self._in_flight))
