@@ -20,7 +20,9 @@ chromium:
 	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
 
 run: setup
-	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/sbroker --db out/sbroker.db run examples/orders_pipeline.toml
+	@start=$$(date +%s); \
+	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/sbroker --db out/sbroker.db run examples/orders_pipeline.toml; \
+	code=$$?; echo "make run: $$(( $$(date +%s) - start )) s (starting Spark and the pipeline; exit code $$code)"; exit $$code
 
 demo: setup
 	$(BIN)/sbroker --db out/demo.db demo

@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 
 from rich.console import Console
 
-from bench.report import print_report, write_json
+from bench.report import RESULTS_DIR, print_report, write_json
 from bench.runner import Suite
 from bench.servers import ServerPool
 from bench.systems import SYSTEMS, System
@@ -39,6 +39,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--runs", type=int, default=3, help="runs per figure (default 3)")
     p.add_argument("--durability", choices=["normal", "full"], default="normal")
     p.add_argument("--no-json", action="store_true", help="do not write bench/results/")
+    p.add_argument("--write-docs", action="store_true",
+                   help="only write docs/performance.md from the stored results (no run)")
     return p.parse_args(argv)
 
 
@@ -106,6 +108,11 @@ def interrupt(signum: int, _frame: object) -> NoReturn:
 def main(argv: list[str] | None = None) -> int:
     """Run the suite, print the table, write the JSON; 130 when interrupted."""
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.write_docs:
+        from bench.docs import write_docs
+
+        print(f"wrote {write_docs()} from {RESULTS_DIR}")
+        return 0
     console = Console(width=None if sys.stdout.isatty() else 160)
     progress = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 120)
     for sig in (signal.SIGTERM, signal.SIGHUP):

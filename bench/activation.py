@@ -19,9 +19,11 @@ import statistics
 import tempfile
 import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.report import RESULTS_DIR
 from sbroker import Activation, ActivationContext, Broker
 
 WAIT = 120.0
@@ -167,9 +169,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--quick", action="store_true", help="smaller counts")
     p.add_argument("--durability", choices=["normal", "full"], default="normal")
     p.add_argument("--json", type=Path, help="also write the figures to this file")
+    p.add_argument("--no-json", action="store_true",
+                   help="do not write bench/results/activation-latest.json")
     args = p.parse_args(argv)
     trials, backlog, per_group = (200, 2_000, 2) if args.quick else (1_000, 10_000, 10)
-    out: dict[str, Any] = {"durability": args.durability, "python": platform.python_version(),
+    out: dict[str, Any] = {"started": datetime.now(UTC).isoformat(),
+                           "command": "python -m bench.activation " + " ".join(argv or []),
+                           "durability": args.durability, "python": platform.python_version(),
                            "cpus": os.cpu_count(), "platform": platform.platform()}
     with tempfile.TemporaryDirectory(prefix="sbroker-bench-") as tmp:
         folder = Path(tmp)
@@ -189,6 +195,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                       f"({row['groups_per_s']} groups/s, {row['seconds']} s)")
     if args.json:
         args.json.write_text(json.dumps(out, indent=2))
+    if not args.no_json and not args.quick:
+        RESULTS_DIR.mkdir(exist_ok=True)
+        (RESULTS_DIR / "activation-latest.json").write_text(json.dumps(out, indent=2) + "\n")
     return out
 
 

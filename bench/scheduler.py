@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import resource
 import statistics
+import sys
 import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +28,7 @@ from rich.console import Console
 from rich.table import Table
 
 import sbroker
+from bench.report import RESULTS_DIR
 from sbroker.apps.spark import (
     PythonTask,
     SparkConfig,
@@ -265,7 +269,10 @@ def main() -> None:
                         help=f"Spark warm-up passes before measuring (default {WARMUP_PASSES})")
     parser.add_argument("--only", choices=("overhead", "fairness", "spark"), action="append",
                         help="run only this part (repeatable)")
-    args = parser.parse_args()
+    parser.add_argument("--no-json", action="store_true",
+                        help="do not write bench/results/scheduler-latest.json")
+    argv = sys.argv[1:]
+    args = parser.parse_args(argv)
     if args.runs < 1 or args.warmup < 0:
         parser.error("--runs must be at least 1 and --warmup at least 0")
     parts = set(args.only or ("overhead", "fairness", "spark"))
@@ -274,19 +281,26 @@ def main() -> None:
     table = Table(title="sbroker task scheduler (durability=normal)")
     for col in ("benchmark", "figure", "target"):
         table.add_column(col)
+    stored: list[dict[str, object]] = []  # what bench/results/scheduler-latest.json keeps
+    started = datetime.now(UTC).isoformat()
+
+    def add(figure: str, values: list[float], unit: str, target: str = "",
+            digits: int = 2) -> None:
+        table.add_row(figure, _fmt(values, unit, digits), target)
+        stored.append({"figure": figure, "unit": unit, "values": values, "target": target,
+                       "digits": digits})
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         if "overhead" in parts:
             console.print("overhead: 1,000 no-op tasks, 10 stages of 100, 4 readers ...")
             wall, cpu = overhead(tmp, args.runs)
-            table.add_row("overhead per task", _fmt(wall, "ms"), "<= 2 ms")
-            table.add_row("CPU per task (all threads)", _fmt(cpu, "ms"), "")
+            add("overhead per task", wall, "ms", "<= 2 ms")
+            add("CPU per task (all threads)", cpu, "ms")
         if "fairness" in parts:
             console.print("fairness: 3 tasks alone, then behind a scheduler with 1,000 queued")
             alone, contended = fairness(tmp, args.runs)
-            table.add_row("small scheduler alone", _fmt(alone, "s", 3), "")
-            table.add_row("small scheduler with a big one", _fmt(contended, "s", 3),
-                          "close to alone")
+            add("small scheduler alone", alone, "s", digits=3)
+            add("small scheduler with a big one", contended, "s", "close to alone", 3)
         if "spark" in parts:
             console.print("Spark: 40 small SQL queries, scheduler vs thread pool of 4 ...")
             cold, warm, direct, warmup = spark_ratio(tmp, args.runs, args.warmup)
@@ -296,18 +310,23 @@ def main() -> None:
                                  ("scheduler with readers running", [r[0] for r in warm]),
                                  ("from a thread pool of 4 (mean of 2 around)",
                                   [t[0] for t in direct])):
-                table.add_row(f"40 queries, {label}", _fmt(walls, "s"), "")
+                add(f"40 queries, {label}", walls, "s")
             for label, rounds in (("cold", cold), ("warm", warm)):
                 for what, i in (("wall", 0), ("CPU, Python + JVM", 1)):
                     ratios = [t[i] / d[i] for t, d in zip(rounds, direct, strict=True)]
-                    table.add_row(f"ratio scheduler ({label}) / thread pool, {what}",
-                                  _fmt(ratios, "x"), "<= 1.1" if i == 0 else "")
+                    add(f"ratio scheduler ({label}) / thread pool, {what}", ratios, "x",
+                        "<= 1.1" if i == 0 else "")
             for label, rounds in (("cold", cold), ("warm", warm)):
-                table.add_row(f"a reader's idle before its first task ({label})",
-                              _fmt([r[2] * 1000 for r in rounds], "ms", 0), "")
-                table.add_row(f"a reader's idle between and after tasks ({label})",
-                              _fmt([r[3] * 1000 for r in rounds], "ms", 0), "")
+                add(f"a reader's idle before its first task ({label})",
+                    [r[2] * 1000 for r in rounds], "ms", digits=0)
+                add(f"a reader's idle between and after tasks ({label})",
+                    [r[3] * 1000 for r in rounds], "ms", digits=0)
     console.print(table)
+    if not args.no_json:
+        RESULTS_DIR.mkdir(exist_ok=True)
+        data = {"started": started, "command": " ".join(["python -m bench.scheduler", *argv]),
+                "rows": stored}
+        (RESULTS_DIR / "scheduler-latest.json").write_text(json.dumps(data, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -52,7 +52,7 @@ def require_database(ctx: click.Context) -> None:
         return  # Broker.open says what is wrong with it, if anything
     if Path(db.removeprefix("sqlite:///")).exists():
         return
-    default = ctx.get_parameter_source("db") is click.core.ParameterSource.DEFAULT
+    default = ctx.find_root().get_parameter_source("db") is click.core.ParameterSource.DEFAULT
     where = (f"no broker database {db} in this folder (the default --db)" if default
              else f"no broker database at {db}")
     raise DatabaseError(f"{where}: create it with `sbroker --db {db} init`, or give --db"

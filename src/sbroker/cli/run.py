@@ -43,7 +43,8 @@ def run(ctx: click.Context, file: str, params: tuple[str, ...], readers: int | N
     with _sigterm_as_ctrl_c() as terminated:
         try:
             code, _ = run_command(file, list(params), open_scheduler=opener, verbose=verbose,
-                                  spark_master=spark_master, spark_remote=spark_remote)
+                                  spark_master=spark_master, spark_remote=spark_remote,
+                                  spark_log=True)
         except KeyboardInterrupt:  # before the first stage or after the last one
             click.echo("sbroker run: interrupted", err=True)
             code = EXIT_INTERRUPTED

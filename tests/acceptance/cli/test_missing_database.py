@@ -38,7 +38,7 @@ def test_a_command_on_a_missing_database_fails_in_one_line_and_creates_nothing(
 def test_the_default_database_is_named_when_it_is_missing(tmp_path: Path) -> None:
     code, _, err = run("status", cwd=tmp_path)
     assert code == 1
-    assert "sbroker.db" in err and "--db" in err and err.count("\n") == 1
+    assert "sbroker.db" in err and "the default --db" in err and err.count("\n") == 1
 
 
 def test_init_creates_the_database_and_then_status_reads_it(tmp_path: Path) -> None:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -84,18 +86,30 @@ def local_scheduler(runner_factory: Callable[[Pipeline], Runner] | None = None) 
     return open_local
 
 
-def with_spark(pipeline: Pipeline, master: str | None, remote: str | None) -> Pipeline:
-    """``pipeline`` with its Spark master or Connect URL replaced (when one is given)."""
-    if master is None and remote is None:
-        return pipeline
+def with_spark(pipeline: Pipeline, master: str | None, remote: str | None,
+               log_file: str | None = None) -> Pipeline:
+    """``pipeline`` with its Spark master or Connect URL replaced (when one is given), and
+    Spark's log sent to ``log_file`` unless the file names one."""
     current = pipeline.options.spark
+    log_file = current.log_file or log_file
+    if master is None and remote is None and log_file == current.log_file:
+        return pipeline
+    if master is None and remote is None:
+        master, remote = current.master, current.remote
     try:
         spark = SparkConfig(master=master, remote=remote, conf=current.conf,
-                            app_name=current.app_name, connect_timeout=current.connect_timeout)
+                            app_name=current.app_name, connect_timeout=current.connect_timeout,
+                            log_file=log_file)
     except ValueError as exc:
         raise PipelineError(str(exc), path=pipeline.path) from None
     return dataclasses.replace(pipeline,
                                options=dataclasses.replace(pipeline.options, spark=spark))
+
+
+def spark_log_file(pipeline_name: str, folder: str | Path = "out/spark-logs") -> str:
+    """Where ``sbroker run`` keeps Spark's log for one run of a pipeline."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return str(Path(folder) / f"{pipeline_name}-{stamp}-{os.getpid()}.log")
 
 
 def run_command(path: str | Path, params: Sequence[str] = (), *,
@@ -104,15 +118,19 @@ def run_command(path: str | Path, params: Sequence[str] = (), *,
                 monitor: TaskMonitor | None = None,
                 verbose: bool = False,
                 spark_master: str | None = None,
-                spark_remote: str | None = None) -> tuple[int, PipelineRun | None]:
+                spark_remote: str | None = None,
+                spark_log: bool = False) -> tuple[int, PipelineRun | None]:
     """Run a pipeline file; returns (exit code, the run). Problems with the file are one
     line on stderr and exit code 2; a failed stage gives 1; Ctrl-C gives 130. ``verbose``
     shows the traceback of each failed task; ``spark_master`` / ``spark_remote`` replace
-    the file's ``spark.master`` / ``spark.remote`` (its ``spark_conf`` is kept)."""
+    the file's ``spark.master`` / ``spark.remote`` (its ``spark_conf`` is kept);
+    ``spark_log`` keeps Spark's output in a file under ``out/spark-logs/`` (unless the file
+    names one in ``spark.log_file``) and says where at the end."""
     console = console or Console()
     try:
-        pipeline = with_spark(load_pipeline(path, parse_param_overrides(list(params))),
-                              spark_master, spark_remote)
+        pipeline = load_pipeline(path, parse_param_overrides(list(params)))
+        pipeline = with_spark(pipeline, spark_master, spark_remote,
+                              spark_log_file(pipeline.name) if spark_log else None)
         with pipeline_import_path(pipeline):
             check_targets(pipeline)
             with (open_scheduler or local_scheduler())(pipeline) as scheduler:
@@ -125,6 +143,9 @@ def run_command(path: str | Path, params: Sequence[str] = (), *,
     except PipelineError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return EXIT_USAGE, None
+    log_file = pipeline.options.spark.log_file
+    if log_file and Path(log_file).exists():
+        console.print(f"Spark's log: {log_file}", highlight=False, soft_wrap=True)
     if run.interrupted:
         return EXIT_INTERRUPTED, run
     return (0 if run.ok else EXIT_FAILED), run

@@ -252,7 +252,7 @@ class _Parser:
             raise self.error("'concurrency' must be a positive integer", where, "concurrency")
         spark = self._table(raw, where, "spark")
         self._check_keys(spark, (*where, "spark"),
-                         {"master", "remote", "app_name", "connect_timeout"})
+                         {"master", "remote", "app_name", "connect_timeout", "log_file"})
         for key in set(spark) - {"connect_timeout"}:
             self._string(spark, (*where, "spark"), key)
         timeout = spark.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT)
@@ -267,7 +267,7 @@ class _Parser:
         try:
             config = SparkConfig(master=spark.get("master"), remote=spark.get("remote"),
                                  conf=conf, app_name=spark.get("app_name", "sbroker"),
-                                 connect_timeout=timeout)
+                                 connect_timeout=timeout, log_file=spark.get("log_file"))
         except ValueError as exc:
             raise self.error(str(exc), (*where, "spark"),
                              "remote" if "remote" in spark else "master") from None

@@ -203,7 +203,8 @@ class Scheduler:
         process has the database open (it may run the executor: wait, but say so after a
         while). False means nothing can ever run them."""
         state = self.broker.executor_state(create=False)
-        if self.broker.started or (state is not None and state.readers > 0):
+        if self.broker.started or (state is not None and state.readers > 0) or (
+                not self._in_flight):
             return None
         [(queued,)] = read(self.broker, self._sql.queued_among,
                            (json.dumps(sorted(self._in_flight)),))

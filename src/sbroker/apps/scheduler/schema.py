@@ -69,4 +69,5 @@ def load_spark_config(broker: BrokerAPI) -> SparkConfig:
         return SparkConfig()
     return SparkConfig(master=stored["master"], remote=stored["remote"], conf=stored["conf"],
                        app_name=stored["app_name"],
-                       connect_timeout=stored.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT))
+                       connect_timeout=stored.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT),
+                       log_file=stored.get("log_file"))

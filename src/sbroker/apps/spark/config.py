@@ -32,6 +32,8 @@ class SparkConfig:
     default master. ``conf`` entries override ``DEFAULT_CONF`` (UI off, 2 shuffle partitions,
     AQE on, FAIR scheduling, log level ERROR). ``connect_timeout``: seconds to wait for a
     Spark Connect server to answer before every task of the run fails (default 30).
+    ``log_file``: where the driver JVM's output and Spark's full log go (classic mode; by
+    default Spark logs only errors, to standard error).
     """
 
     master: str | None = "local[2]"
@@ -39,10 +41,12 @@ class SparkConfig:
     conf: Mapping[str, str] = field(default_factory=dict)
     app_name: str = "sbroker"
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    log_file: str | None = None
 
     def __init__(self, master: str | None = None, remote: str | None = None,
                  conf: Mapping[str, Any] | None = None, app_name: str = "sbroker",
-                 connect_timeout: float = DEFAULT_CONNECT_TIMEOUT) -> None:
+                 connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+                 log_file: str | None = None) -> None:
         if master is not None and remote is not None:
             raise ValueError("SparkConfig takes master= or remote=, not both")
         if master is None and remote is None:
@@ -60,17 +64,19 @@ class SparkConfig:
         object.__setattr__(self, "conf", MappingProxyType(conf_dict))
         object.__setattr__(self, "app_name", app_name)
         object.__setattr__(self, "connect_timeout", float(connect_timeout))
+        object.__setattr__(self, "log_file", None if log_file is None else str(log_file))
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.master, self.remote, tuple(sorted(self.conf.items())), self.app_name,
+                self.connect_timeout, self.log_file)
 
     def __hash__(self) -> int:
-        return hash((self.master, self.remote, tuple(sorted(self.conf.items())), self.app_name,
-                     self.connect_timeout))
+        return hash(self._key())
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, SparkConfig):
             return NotImplemented
-        return (self.master, self.remote, dict(self.conf), self.app_name,
-                self.connect_timeout) == (other.master, other.remote, dict(other.conf),
-                                          other.app_name, other.connect_timeout)
+        return self._key() == other._key()
 
     @property
     def is_connect(self) -> bool:
@@ -86,7 +92,8 @@ class SparkConfig:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-friendly form, for logs and the ExecutionLog of a broker."""
         return {"master": self.master, "remote": self.remote, "conf": dict(self.conf),
-                "app_name": self.app_name, "connect_timeout": self.connect_timeout}
+                "app_name": self.app_name, "connect_timeout": self.connect_timeout,
+                "log_file": self.log_file}
 
 
 def _conf_value(value: Any) -> str:

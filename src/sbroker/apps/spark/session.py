@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import tempfile
 import threading
 import time
 from collections import OrderedDict
@@ -25,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from sbroker.apps.spark.config import SparkConfig
 from sbroker.apps.spark.connect import SparkUnavailable, bound_retries, lost, wait_for_server
+from sbroker.apps.spark.logs import jvm_output_to, quiet_spark_logs
 from sbroker.apps.spark.runner import RunOutcome, SparkProgress, json_value
 from sbroker.apps.spark.tasks import (
     JsonValue,
@@ -65,39 +65,6 @@ def job_tag(log_id: int) -> str:
     return f"sbroker-task-{log_id}"
 
 
-_LOG4J2 = """\
-# written by sbroker: Spark's own messages at ERROR only, so that they do not drown the output
-rootLogger.level = error
-rootLogger.appenderRef.stderr.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex
-"""
-
-
-def _quiet_spark_logs(conf: dict[str, str], master: str) -> None:
-    """Keep Spark's start-up chatter and error dumps off the console (sbroker reports errors).
-
-    Only defaults are touched: a user's own ``spark.driver.extraJavaOptions``, a configured
-    ``SPARK_LOCAL_IP`` or a configured level on pyspark's error loggers win.
-    """
-    if "spark.driver.extraJavaOptions" not in conf:
-        path = os.path.join(tempfile.gettempdir(), f"sbroker-log4j2-{os.getuid()}.properties")
-        with open(path, "w", encoding="utf-8") as handle:
-            handle.write(_LOG4J2)
-        conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{path}"
-    if master.startswith("local"):
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
-        logger = logging.getLogger(name)
-        if logger.level in (logging.NOTSET, logging.WARNING):
-            from pyspark.logger import PySparkLogger
-
-            PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
-
-
 def create_session(config: SparkConfig, *,
                    abort: Callable[[], bool] | None = None) -> SparkSession:
     """Build (or get) the process's SparkSession for ``config``; a Spark Connect server
@@ -114,10 +81,11 @@ def create_session(config: SparkConfig, *,
     else:
         builder = builder.master(config.master or "local[2]")
         conf = config.effective_conf()
-        _quiet_spark_logs(conf, config.master or "local[2]")
+        quiet_spark_logs(conf, config.master or "local[2]", set(config.conf), config.log_file)
     for key, value in conf.items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    with jvm_output_to(config.log_file if config.remote is None else None):
+        session = builder.getOrCreate()
     if config.remote is not None:
         bound_retries(session, config.connect_timeout)
     return session

@@ -35,9 +35,7 @@ SWEEP_ROWS = 4096
 DENSE = 8
 """Rows taken by one commit, two or more, are deleted at once when they span fewer than DENSE
 queuing orders per row: then they share pages (about ten rows fill one), and marks would only
-be in the way.  W2 received 100 at a time from 3 conversations sent round-robin: 54k msgs/s
-deleting at once, 34-46k marking (at 2); from 10 or 100 conversations marking wins (54-61k
-against 34-45k, 39-66k against 23-28k)."""
+be in the way (the measurements behind the threshold: bench/README.md)."""
 
 _DELETE = "DELETE FROM sb_messages WHERE queuing_order = ? AND message_id = ?"
 _MARK_ONE = (
