@@ -10,11 +10,11 @@ import textwrap
 from pathlib import Path
 
 from click.testing import CliRunner
+from support.helpers import Child, make_pair
 
 import sbroker
 from sbroker.apps.spark import StubRunner
 from sbroker.cli.main import main
-from support.helpers import Child, make_pair
 
 EPOCH = re.compile(r"\b1\d{9}\.\d+")
 LOCAL = re.compile(r"\b\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\b")
