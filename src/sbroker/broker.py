@@ -16,7 +16,7 @@ from sbroker.core.clock import SYSTEM_CLOCK, Clock
 from sbroker.core.errors import InvalidArgumentError, NotFoundError
 from sbroker.core.priority import ANY
 from sbroker.engine import catalog as cat_mod
-from sbroker.engine import dialogs, events
+from sbroker.engine import dialogs, events, streams
 from sbroker.engine.catalog import Activation, Catalog
 from sbroker.engine.hooks import EngineHooks
 from sbroker.engine.notify import Notifier
@@ -498,3 +498,6 @@ class Broker:
             except Exception:  # the rollback already happened: report, do not raise
                 logging.getLogger("sbroker.events").exception(
                     "BROKER_QUEUE_DISABLED notification failed", extra={"queue": queue.name})
+
+
+streams.set_opener(Broker.open)  # Spark's workers open a broker by URL (engine/streams.py)

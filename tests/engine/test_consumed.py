@@ -139,9 +139,11 @@ def test_a_database_of_schema_2_gains_the_marks_on_open(db_path: Path) -> None:
         b.create_service("InitService", "InitQueue")
         b.create_service("TargetService", "TargetQueue", ["DEFAULT"])
         begin_and_send(b, "kept")
-    conn = sqlite3.connect(db_path)  # make it a file of schema 2: undo migrations 4 and 3
+    conn = sqlite3.connect(db_path)  # make it a file of schema 2: undo migrations 5, 4 and 3
     conn.executescript(
-        "DROP VIEW queue_stats; DROP VIEW dm_broker_queue_monitors;"
+        "DROP VIEW dm_broker_streams; DROP TABLE sb_stream_conversations;"
+        " DROP TABLE sb_stream_sinks; DROP TABLE sb_stream_sources;"
+        " DROP VIEW queue_stats; DROP VIEW dm_broker_queue_monitors;"
         " DROP VIEW dm_broker_activated_tasks; DROP TABLE sb_queue_monitors;"
         " DROP TABLE sb_activated_tasks; DROP TABLE sb_queue_counters;"
         " ALTER TABLE sb_messages DROP COLUMN enqueued_at;"
@@ -152,4 +154,4 @@ def test_a_database_of_schema_2_gains_the_marks_on_open(db_path: Path) -> None:
         assert _receive(_marking(b)) == ["kept"]
         assert _physical(b) == (1, 1)
         with b.db.connection() as conn:
-            assert conn.execute("PRAGMA user_version").fetchone()[0] == 4
+            assert conn.execute("PRAGMA user_version").fetchone()[0] == 5

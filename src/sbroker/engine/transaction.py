@@ -39,7 +39,7 @@ from sbroker.core.errors import (
     TransactionStateError,
 )
 from sbroker.core.priority import match_priority
-from sbroker.engine import abandon, catalog, dialogs, stopping
+from sbroker.engine import abandon, catalog, dialogs, stopping, streams
 from sbroker.storage.sqlite.sweeper import live
 
 if TYPE_CHECKING:
@@ -632,6 +632,7 @@ class Transaction:
 
     def _lock_next(self, q: Queue) -> list[str]:
         def attempt(conn: sqlite3.Connection) -> list[str]:
+            streams.refuse_if_streamed(conn, self._broker, q.queue_id, q.name)
             group = self._next_group(conn, q)
             if group is None or not self._lock(conn, q, group, known_free=True):
                 return []
@@ -648,6 +649,7 @@ class Transaction:
         sql = _FETCH.format(extra=extra)
 
         def attempt(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+            streams.refuse_if_streamed(conn, self._broker, q.queue_id, q.name)
             target, free = group, False
             if target is None and not self._received and not self._lazily_held_by_others():
                 found = conn.execute(_TAKE_NEXT, (q.queue_id, self._owner, limit)).fetchall()

@@ -21,7 +21,8 @@ from sbroker.storage.sqlite.sweeper import Sweeper
 from sbroker.storage.sqlite.writer import Writer
 
 APPLICATION_ID = 0x53425231  # "SBR1": marks a file as an sbroker database
-MIGRATIONS = ("0001_initial.sql", "0002_views.sql", "0003_consumed.sql", "0004_operations.sql")
+MIGRATIONS = ("0001_initial.sql", "0002_views.sql", "0003_consumed.sql", "0004_operations.sql",
+              "0005_streams.sql")
 DURABILITY = {"full": "FULL", "normal": "NORMAL", "off": "OFF"}
 BUSY_TIMEOUT_MS = 60_000
 
