@@ -18,12 +18,13 @@ before it has been received) and ``planned`` (the highest end offset handed to S
 reader that starts again plans from ``planned``, so its offsets never go back behind one Spark
 may hold, whichever batches Spark had committed when the last reader died.
 
-The claim. One row per queue names the broker session of the process that reads it; the
-session's end (``Broker.close``) or its reaping as dead (pid gone) clears it through a foreign
-key. RECEIVE and GET CONVERSATION GROUP on a claimed queue raise :class:`QueueStreamedError`
-(checked inside the write transaction that takes the group lock, so no RECEIVE slips in); a
-second claim waits a few seconds for a holder whose process is on its way out (Spark stops
-a reader by killing its process), then is refused with the same error.
+The claim. One row per queue names the reader that holds it (a token of its own) and the
+broker session of its process; the session's end (``Broker.close``) or its reaping as dead
+(pid gone) clears it through a foreign key. RECEIVE and GET CONVERSATION GROUP on a claimed
+queue raise :class:`QueueStreamedError` (checked inside the write transaction that takes the
+group lock, so no RECEIVE slips in); a second claim waits a few seconds for a holder whose
+process is on its way out (Spark stops a reader by killing its process), then is refused
+with the same error.
 """
 
 from __future__ import annotations
@@ -193,11 +194,12 @@ class StreamSource:
         self.committed = 0
         self.planned = 0
         self.claimed = False
+        self.token = m.new_id()  # this reader's, even beside another in the same session
 
     # -- the claim -------------------------------------------------------------------------
     def claim(self, *, wait: float = CLAIM_WAIT) -> None:
-        """Take the queue for this broker session; QueueStreamedError if another reader keeps
-        it for ``wait`` seconds."""
+        """Take the queue for this reader; QueueStreamedError if another reader keeps it for
+        ``wait`` seconds."""
         deadline = time.monotonic() + wait
         pause = threading.Event()
         while True:
@@ -223,8 +225,9 @@ class StreamSource:
                 raise InvalidArgumentError(
                     f"queue {q.name!r} has activation on: a streamed queue is read by the stream "
                     "alone; alter_queue it with activation=None first")
-            now = b.clock.now()
-            if tx.execute(statements["stream_claim"], (q.queue_id, b.session_id, now)).rowcount:
+            mine = {"queue": q.queue_id, "session": b.session_id, "token": self.token,
+                    "now": b.clock.now()}
+            if tx.execute(statements["stream_claim"], mine).rowcount:
                 locked = tx.execute(statements["queue_locked_groups"], (q.queue_id,)).fetchone()
                 if not locked[0]:
                     found = tx.execute(statements["stream_positions"], (q.queue_id,)).fetchone()
@@ -245,12 +248,13 @@ class StreamSource:
         if self.claimed:
             self.claimed = False
             with self.broker.transaction() as tx:
-                tx.execute(sql(self.broker)["stream_release"],
-                           (self.queue.queue_id, self.broker.session_id))
+                tx.execute(sql(self.broker)["stream_release"], self._mine())
+
+    def _mine(self) -> dict[str, Any]:
+        return {"queue": self.queue.queue_id, "token": self.token}
 
     def _owned(self, tx: Any) -> None:
-        found = tx.execute(sql(self.broker)["stream_owned"],
-                           (self.queue.queue_id, self.broker.session_id)).fetchone()
+        found = tx.execute(sql(self.broker)["stream_owned"], self._mine()).fetchone()
         if found is None:
             self.claimed = False
             raise QueueStreamedError(
@@ -272,8 +276,7 @@ class StreamSource:
             return self.planned
         end = found[-1]
         with self.broker.transaction() as tx:
-            params = {"planned": end, "queue": self.queue.queue_id,
-                      "session": self.broker.session_id}
+            params = {**self._mine(), "planned": end}
             if not tx.execute(sql(self.broker)["stream_plan"], params).rowcount:
                 self._owned(tx)
         self.planned = end
@@ -284,11 +287,9 @@ class StreamSource:
         batches that read them), in one broker transaction; how many were received."""
         if through <= self.committed:
             return 0
-        q, b = self.queue, self.broker
-        statements = sql(b)
-        params = {"queue": q.queue_id, "after": self.committed, "through": through,
-                  "session": b.session_id}
-        with b.transaction() as tx:
+        statements = sql(self.broker)
+        params = {**self._mine(), "after": self.committed, "through": through}
+        with self.broker.transaction() as tx:
             if not tx.execute(statements["stream_commit"], params).rowcount:  # takes the writer
                 self._owned(tx)
                 return 0
@@ -356,10 +357,10 @@ def send_rows(broker: Any, target: SinkTarget, keys: Sequence[str],
     ``batch_id``: a batch at or before the last one recorded for the query sends nothing."""
     if len(keys) != len(bodies):
         raise InvalidArgumentError("send_rows needs one key per body")
+    if not bodies:
+        return 0  # nothing to send, nothing to record: a replay sends nothing either
     if (query_id is None) != (batch_id is None):
         raise InvalidArgumentError("give query_id and batch_id together")
-    if not bodies:
-        return 0
     for attempt in range(SINK_ATTEMPTS):
         try:
             return _send_once(broker, target, keys, bodies, query_id, batch_id)

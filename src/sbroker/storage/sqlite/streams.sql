@@ -13,15 +13,17 @@ SELECT c.session_id, s.pid, s.host FROM sb_stream_sources c
 JOIN sb_sessions s ON s.session_id = c.session_id WHERE c.queue_id = ?
 
 -- name: stream_claim
--- Take the queue for this session unless another session holds it (one row changed: taken).
-INSERT INTO sb_stream_sources(queue_id, session_id, claimed_at) VALUES (?, ?, ?)
+-- Take the queue for a reader (its token, its session) unless another reader holds it (one
+-- row changed: taken).
+INSERT INTO sb_stream_sources(queue_id, session_id, claim_token, claimed_at)
+VALUES (:queue, :session, :token, :now)
 ON CONFLICT(queue_id) DO UPDATE SET session_id = excluded.session_id,
-    claimed_at = excluded.claimed_at
-WHERE session_id IS NULL OR session_id = excluded.session_id
+    claim_token = excluded.claim_token, claimed_at = excluded.claimed_at
+WHERE session_id IS NULL OR claim_token = excluded.claim_token
 
 -- name: stream_release
-UPDATE sb_stream_sources SET session_id = NULL, claimed_at = NULL
-WHERE queue_id = ? AND session_id = ?
+UPDATE sb_stream_sources SET session_id = NULL, claim_token = NULL
+WHERE queue_id = :queue AND claim_token = :token
 
 -- name: stream_positions
 SELECT committed, planned FROM sb_stream_sources WHERE queue_id = ?
@@ -52,7 +54,8 @@ ORDER BY m.queuing_order
 -- name: stream_plan
 -- Remember the highest end offset handed to Spark (never lowered).
 UPDATE sb_stream_sources SET planned = :planned
-WHERE queue_id = :queue AND session_id = :session AND planned < :planned
+WHERE queue_id = :queue AND claim_token = :token AND session_id IS NOT NULL
+    AND planned < :planned
 
 -- name: range_ended_conversations
 -- Conversations whose EndDialog or Error is among the messages being received.
@@ -85,10 +88,12 @@ WHERE queue_id = :queue AND status = 1 AND queuing_order > :after
 
 -- name: stream_commit
 UPDATE sb_stream_sources SET committed = :through
-WHERE queue_id = :queue AND session_id = :session AND committed < :through
+WHERE queue_id = :queue AND claim_token = :token AND session_id IS NOT NULL
+    AND committed < :through
 
 -- name: stream_owned
-SELECT 1 FROM sb_stream_sources WHERE queue_id = ? AND session_id = ?
+SELECT 1 FROM sb_stream_sources
+WHERE queue_id = :queue AND claim_token = :token AND session_id IS NOT NULL
 
 -- name: sink_last_batch
 SELECT batch_id FROM sb_stream_sinks WHERE query_id = ?

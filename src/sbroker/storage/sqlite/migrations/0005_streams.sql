@@ -39,13 +39,15 @@ BEGIN
     DELETE FROM sb_consumed WHERE queuing_order = old.queuing_order;
 END;
 
--- A queue read by a stream: its claim (the broker session of the process that reads it; the
--- claim goes when that session ends or is reaped as dead) and its positions, which outlive
--- the claim: ``committed``, every message at or before it has been received; ``planned``,
--- the highest end offset ever handed to Spark (a restarted reader never goes back behind it).
+-- A queue read by a stream: its claim (the reader's token, and the broker session of the
+-- process it runs in: the claim goes when that session ends or is reaped as dead) and its
+-- positions, which outlive the claim: ``committed``, every message at or before it has been
+-- received; ``planned``, the highest end offset ever handed to Spark (a restarted reader
+-- never goes back behind it).
 CREATE TABLE sb_stream_sources (
     queue_id INTEGER PRIMARY KEY REFERENCES sb_queues(queue_id) ON DELETE CASCADE,
     session_id INTEGER REFERENCES sb_sessions(session_id) ON DELETE SET NULL,
+    claim_token TEXT,
     claimed_at REAL,
     committed INTEGER NOT NULL DEFAULT 0,
     planned INTEGER NOT NULL DEFAULT 0
@@ -71,7 +73,8 @@ CREATE TABLE sb_stream_conversations (
 
 -- Queues read by streams, for operators: who reads each one and how far it has got.
 CREATE VIEW dm_broker_streams AS
-SELECT q.name AS queue_name, c.session_id, s.pid, s.host, c.claimed_at,
+SELECT q.name AS queue_name, c.session_id, s.pid, s.host,
+       CASE WHEN c.session_id IS NULL THEN NULL ELSE c.claimed_at END AS claimed_at,
        c.committed AS committed_queuing_order, c.planned AS planned_queuing_order
 FROM sb_stream_sources c JOIN sb_queues q ON q.queue_id = c.queue_id
 LEFT JOIN sb_sessions s ON s.session_id = c.session_id;
