@@ -5,9 +5,15 @@
 -- SQLite gives a new row max(rowid) + 1: once the rows at the top are deleted (received), the
 -- next message would get a position a stream has already passed, and be skipped for ever.
 -- AUTOINCREMENT makes SQLite keep the highest position ever given (in sqlite_sequence), so
--- positions only grow. SQLite cannot alter a primary key: the table is rebuilt, with its
--- indexes and the trigger of 0003. The rename runs with legacy_alter_table on because the
--- view queue_stats names sb_messages, which does not exist for a moment.
+-- positions only grow. SQLite cannot alter a primary key: the table is rebuilt with its
+-- indexes. The rename runs with legacy_alter_table on because the view queue_stats names
+-- sb_messages, which does not exist for a moment.
+--
+-- The trigger of 0003 is not made again: it dropped the mark (sb_consumed) of any deleted
+-- message so that a later message given the same position would not inherit it. Positions
+-- are not given twice any more, so a mark left by a message deleted another way (END
+-- CONVERSATION) matches no message, ever; the sweep clears every mark with the rows it
+-- deletes. The trigger ran once per deleted row: it was half the cost of a bulk delete.
 CREATE TABLE sb_messages_new (
     queuing_order INTEGER PRIMARY KEY AUTOINCREMENT,
     queue_id INTEGER NOT NULL,
@@ -34,10 +40,6 @@ PRAGMA legacy_alter_table = OFF;
 CREATE INDEX sb_messages_ready ON sb_messages(queue_id, status, priority DESC, queuing_order);
 CREATE INDEX sb_messages_group
     ON sb_messages(group_id, status, priority DESC, conv_order, is_timer DESC, msn);
-CREATE TRIGGER sb_messages_consumed_gone AFTER DELETE ON sb_messages
-BEGIN
-    DELETE FROM sb_consumed WHERE queuing_order = old.queuing_order;
-END;
 
 -- A queue read by a stream: its claim (the reader's token, and the broker session of the
 -- process it runs in: the claim goes when that session ends or is reaped as dead) and its
