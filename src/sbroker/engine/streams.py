@@ -195,6 +195,7 @@ class StreamSource:
         self.planned = 0
         self.claimed = False
         self.token = m.new_id()  # this reader's, even beside another in the same session
+        self._last_plan: tuple[int, int, list[int]] = (0, 0, [])  # after, end, positions
 
     # -- the claim -------------------------------------------------------------------------
     def claim(self, *, wait: float = CLAIM_WAIT) -> None:
@@ -279,8 +280,18 @@ class StreamSource:
             params = {**self._mine(), "planned": end}
             if not tx.execute(sql(self.broker)["stream_plan"], params).rowcount:
                 self._owned(tx)
+        self._last_plan = (self.planned, end, found)
         self.planned = end
         return end
+
+    def positions(self, after: int, through: int) -> list[int]:
+        """The positions of the ready messages in (after, through]: those :meth:`latest` just
+        found when it planned that range (Spark asks for the partitions of the batch it was
+        handed), else read again."""
+        last_after, last_end, found = self._last_plan
+        if (after, through) == (last_after, last_end):
+            return found
+        return positions(self.broker, self.queue.queue_id, after, through)
 
     def commit(self, through: int) -> int:
         """Receive every ready message up to position ``through`` (Spark has committed the

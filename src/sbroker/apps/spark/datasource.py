@@ -116,9 +116,9 @@ def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.Reco
         return iter(to_arrow(rows))
 
 
-def _ranges(broker: Any, options: SourceOptions, queue_id: int, after: int,
+def _ranges(options: SourceOptions, queue_id: int, found: list[int], after: int,
             through: int) -> list[PositionRange]:
-    found = streams.positions(broker, queue_id, after, through)
+    """(after, through] in partitions of at most ``options.per_partition`` messages."""
     if not found:
         return []
     return [PositionRange(queue_id, lo, hi)
@@ -154,8 +154,9 @@ class QueueStreamReader(DataSourceStreamReader):
     @one_line
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[PositionRange]:
         source = self._held()
-        return _ranges(source.broker, self.options, source.queue.queue_id,
-                       self.options.position(start), self.options.position(end))
+        after, through = self.options.position(start), self.options.position(end)
+        return _ranges(self.options, source.queue.queue_id, source.positions(after, through),
+                       after, through)
 
     @one_line
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -181,7 +182,8 @@ class QueueSnapshotReader(DataSourceReader):
     def partitions(self) -> list[PositionRange]:
         broker = broker_for(self.options.url)
         queue = streams.queue_info(broker, self.options.queue)
-        return _ranges(broker, self.options, queue.queue_id, 0, streams.LAST_POSITION)
+        found = streams.positions(broker, queue.queue_id, 0)
+        return _ranges(self.options, queue.queue_id, found, 0, found[-1] if found else 0)
 
     @one_line
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
