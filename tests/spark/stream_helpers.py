@@ -20,7 +20,7 @@ def make_database(url: str) -> None:
         b.create_service("Out", "Out", ["DEFAULT"])
 
 
-def pass_through(spark: Any, url: str, checkpoint: str, *, per_batch: int = 500,
+def pass_through(spark: Any, url: str, checkpoint: str, *, per_batch: int = 1_000,
                  claim_timeout: float = 5.0) -> Any:
     """Start In -> Out: each message sent on, on one conversation per source conversation."""
     source = (spark.readStream.format("sbroker").option("url", url).option("queue", "In")

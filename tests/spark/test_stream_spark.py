@@ -84,7 +84,7 @@ def test_every_message_arrives_once_in_order_through_stops_restarts_and_a_kill(
     producer = threading.Thread(target=_produce, args=(url,))
     producer.start()
     try:
-        for stop_after in (1_500, 3_500):  # stopped mid-stream, in the middle of a batch
+        for stop_after in (1_500, 3_000, 4_500):  # stopped mid-stream, mid-batch too
             query = pass_through(spark, url, checkpoint)
             try:
                 _until(f"{stop_after} messages", lambda n=stop_after: out_count(url) >= n)
@@ -96,7 +96,7 @@ def test_every_message_arrives_once_in_order_through_stops_restarts_and_a_kill(
         try:
             assert driver.stdout is not None
             jvm = json.loads(driver.stdout.readline())["jvm"]
-            _until("6,000 messages", lambda: out_count(url) >= 6_000)
+            _until("6,500 messages", lambda: out_count(url) >= 6_500)
         finally:
             driver.send_signal(signal.SIGKILL)
             driver.wait(DEADLINE)
@@ -115,7 +115,7 @@ def test_every_message_arrives_once_in_order_through_stops_restarts_and_a_kill(
         (stats,) = [s for s in b.view("queue_stats") if s["queue_name"] == "In"]
         # received as Spark committed; the last batch waits for the next one to be planned
         assert stats["messages_received_total"] + stats["ready_messages"] == MESSAGES
-        assert stats["ready_messages"] <= 500
+        assert stats["ready_messages"] <= 1_000
 
 
 def _error_of(start: Callable[[], object]) -> str:
