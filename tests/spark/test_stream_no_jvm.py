@@ -119,11 +119,13 @@ def test_a_stream_reads_plans_replays_and_receives(db: str) -> None:
     assert [_bodies(executor.read(p)) for p in parts] == first  # a replay reads the same
     batch = next(executor.read(parts[0]))
     assert batch.schema == ds.ARROW_SCHEMA and batch.column("priority").to_pylist() == [5, 5]
-    driver.commit(end)
+    assert len(_peek(db, "In")) == 5  # read twice, received by nobody yet
+    following = driver.latestOffset()  # Spark committed the batch it ran: received now
     assert [m.text() for m in _peek(db, "In")] == ["m3", "m4"]
-    following = driver.latestOffset()
+    driver.commit(end)  # what Spark calls when it plans the next batch: nothing left to do
     assert _bodies(executor.read(driver.partitions(end, following)[0])) == [b"m3", b"m4"]
     assert driver.latestOffset() == following  # caught up
+    assert _peek(db, "In") == []
     driver.stop()
 
 

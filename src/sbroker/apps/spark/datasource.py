@@ -12,8 +12,10 @@ What runs where (PySpark 4.0's Python data source API):
   which frees the claim (its broker session is then dead, and reaped).
 - ``read(partition)`` runs in executor workers on an unpickled copy of the reader: it only
   looks (a range of positions), so Spark may run it again after a failure. Messages are
-  received in ``commit(end)``, which Spark calls once it has committed the batches up to
-  ``end`` (when it plans the next one).
+  received once Spark has committed the batch that read them: in ``commit(end)``, which
+  Spark calls when it plans the next batch, or sooner, in the next ``latestOffset()`` of
+  the same process (Spark asks for it only after writing the commit log of the batch it ran;
+  a batch that fails ends the query and its process).
 - The sink's ``write()`` runs on executors and only collects rows (as Arrow); ``commit`` runs
   on the driver once every task succeeded and sends the whole micro-batch in one broker
   transaction that also records (query id, batch id): a replayed batch sends nothing.
@@ -131,9 +133,10 @@ class QueueStreamReader(DataSourceStreamReader):
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
         self._source: streams.StreamSource | None = None
+        self._ran: int | None = None  # the end of the batch Spark last ran in this process
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {"options": self.options, "_source": None}  # executors open their own broker
+    def __getstate__(self) -> dict[str, Any]:  # executors open their own broker
+        return {"options": self.options, "_source": None, "_ran": None}
 
     def _held(self) -> streams.StreamSource:
         """The claimed queue (driver side: claimed on first use)."""
@@ -149,12 +152,18 @@ class QueueStreamReader(DataSourceStreamReader):
 
     @one_line
     def latestOffset(self) -> dict[str, Any]:
-        return self.options.offset(self._held().latest(self.options.max_messages))
+        source = self._held()
+        if self._ran is not None:
+            # Spark asks again only once the batch it ran has been committed (its commit log
+            # written): receive it now rather than at the next batch, which may never come.
+            source.commit(self._ran)
+        return self.options.offset(source.latest(self.options.max_messages))
 
     @one_line
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[PositionRange]:
         source = self._held()
         after, through = self.options.position(start), self.options.position(end)
+        self._ran = through
         return _ranges(self.options, source.queue.queue_id, source.positions(after, through),
                        after, through)
 
