@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev,spark,dashboard]'
+	$(BIN)/python -m pip install -q -e '.[dev,spark,dashboard,postgres]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 

@@ -53,10 +53,13 @@ def bodies(messages: list[sbroker.Message]) -> list[str]:
 
 def table_counts(b: sbroker.Broker) -> dict[str, int]:
     """Row counts of the engine's per-conversation tables (what must not accumulate)."""
+    # Group locks are rows on SQLite, advisory locks (seen through a view) on PostgreSQL.
+    locks = "sb_group_locks" if b.dialect == "sqlite" else "sb_held_groups"
+    tables = {t: t for t in ("sb_endpoints", "sb_messages", "sb_transmission_queue")}
     with b.db.connection() as conn:
         return {
-            t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-            for t in ("sb_endpoints", "sb_messages", "sb_transmission_queue", "sb_group_locks")
+            name: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+            for name, t in {**tables, "sb_group_locks": locks}.items()
         }
 
 

@@ -28,10 +28,29 @@ def senders(ops: list[Op], eps: dict[str, Endpoint]) -> dict[str, int]:
     return seen
 
 
+def conversations(ops: list[Op], eps: dict[str, Endpoint]) -> list[str]:
+    """The existing conversations ``ops`` change, sorted (BEGIN DIALOG makes a new one)."""
+    out: set[str] = set()
+    for op in ops:
+        if isinstance(op, Send):
+            out.update(eps[h].conversation_id for h in op.handles)
+        elif not isinstance(op, Begin):
+            out.add(eps[op.handle].conversation_id)
+    return sorted(out)
+
+
 def apply_ops(engine: Engine, ctx: Context, ops: list[Op], eps: dict[str, Endpoint],
               sent: dict[str, int]) -> None:
-    """Apply ``ops`` on ``ctx.conn`` (inside the commit's write transaction)."""
+    """Apply ``ops`` on ``ctx.conn`` (inside the commit's write transaction).
+
+    First the conversations they change are locked (``lock_conversations``): on PostgreSQL
+    commits of many hosts run at once, and two must not read and write one conversation's
+    sequence numbers and state at the same time; SQLite's single writer makes that a no-op.
+    Every read below comes after the lock, so it sees what the previous holder committed."""
     conn = ctx.conn
+    changed = conversations(ops, eps)
+    if changed:
+        conn.execute(conn.sql.lock_conversations, (conn.ids(changed),))
     if ops and catalog.current_version(conn) != ctx.catalog.version:
         # DDL since the statements ran: check the sends against what is true now (a commit
         # that only receives uses no catalog).

@@ -253,6 +253,12 @@ INSERT INTO sb_event_notifications(name, queue_id, event, to_service) VALUES (?,
 -- Endpoint rows are read as the fields of engine.endpoints.Endpoint, in that order.
 -- ---------------------------------------------------------------------------------------
 
+-- name: lock_conversations
+-- A commit that changes conversations locks them first on PostgreSQL (two hosts must not
+-- number one conversation at once); here the group-commit writer already runs one commit
+-- at a time, so there is nothing to lock. Params: the conversation ids (JSON).
+SELECT 1 WHERE ? IS NULL
+
 -- name: endpoint_by_handle
 SELECT conv_order, handle, conversation_id, is_initiator, group_id, queue_id, service,
     far_service, far_broker_instance, contract, state, priority, send_seq, receive_seq,
