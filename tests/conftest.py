@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.postgres import TestServer
+from support.postgres import RunServer
 
 import sbroker
 
@@ -37,9 +37,9 @@ def pair(broker: sbroker.Broker) -> sbroker.Broker:
 
 
 @pytest.fixture(scope="session")
-def postgres() -> Iterator[TestServer]:
+def postgres() -> Iterator[RunServer]:
     """The run's PostgreSQL server: ``postgres.new_database()`` is a fresh database's URL."""
-    server = TestServer()
+    server = RunServer()
     try:
         yield server
     finally:

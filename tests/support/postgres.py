@@ -15,7 +15,7 @@ from tools.pgserver import PostgresServer, ServerError
 SETTINGS = {"fsync": "off", "full_page_writes": "off", "synchronous_commit": "off"}
 
 
-class TestServer:
+class RunServer:
     """The run's server and the databases it handed out."""
 
     def __init__(self) -> None:
