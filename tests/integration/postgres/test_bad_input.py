@@ -95,3 +95,9 @@ def test_bad_options_in_the_url_and_durability_are_clear(pg_url: str) -> None:
         Broker.open(pg_url + "?pool_max=x")
     with pytest.raises(sbroker.InvalidArgumentError, match="durability"):
         Broker.open(pg_url, durability="sometimes")
+
+
+def test_pool_max_in_the_url_is_sbrokers_and_not_given_to_libpq(pg_url: str) -> None:
+    with Broker.open(pg_url + "?pool_max=3&connect_timeout=5") as b:
+        assert b.db.connector.pool_max == 3
+        assert b.db.connector.params["connect_timeout"] == "5"

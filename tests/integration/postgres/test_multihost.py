@@ -134,3 +134,19 @@ def test_four_executor_processes_share_a_stage_and_the_log_names_each_host_and_w
         for child in children:
             child.tell("stop")
             assert child.finish() == 0
+
+
+def test_brokers_started_at_once_run_the_endpoint_and_its_transmitter_in_one_session(
+        pg_pair: Broker, pg_url: str, spawn: Callable[..., Child]) -> None:
+    pg_pair.create_endpoint(port=0, secret="a long shared secret", encryption="disabled")
+    children = [spawn("start-broker", pg_url) for _ in range(3)]
+    sessions = {child.expect("started")["session"] for child in children}
+    with pg_pair.db.connection() as conn:
+        owner, port = conn.query_one(
+            "SELECT owner_session, listening_port FROM sb_net_endpoint")  # type: ignore[misc]
+    assert owner in sessions and port
+    for child in children:
+        child.tell("stop")
+        assert child.finish() == 0
+    with pg_pair.db.connection() as conn:
+        assert conn.query_one("SELECT owner_session FROM sb_net_endpoint") == (None,)

@@ -22,7 +22,10 @@ SELECT current_database(), current_schema(), current_user
 SELECT pg_try_advisory_lock(1396834307, mod(%s::bigint, 2147483647)::integer)
 
 -- name: heartbeat
+-- Returns whether other sessions have the database open (else nobody needs our NOTIFYs).
+-- Params: session, session.
 UPDATE sb_sessions SET heartbeat_at = clock_timestamp() WHERE session_id = %s
+RETURNING EXISTS (SELECT 1 FROM sb_sessions o WHERE o.session_id <> %s)
 
 -- name: reregister_session
 -- A live session whose row was reaped while it could not reach the server (a long restart)
@@ -46,17 +49,9 @@ SELECT EXISTS (SELECT 1 FROM sb_sessions s WHERE s.session_id = %s
                     AND l.key = mod(s.session_id, 2147483647)::integer)))
 
 -- name: consume
--- Received rows (queuing orders and message ids, two arrays) leave their queue at commit,
--- counted in the queue's counter slot of this backend. Params: orders, ids, queue.
-WITH gone AS (
-    DELETE FROM sb_messages m USING unnest(%s::bigint[], %s::text[]) AS t(qo, mid)
-    WHERE m.queuing_order = t.qo AND m.message_id = t.mid
-    RETURNING 1
-)
-INSERT INTO sb_queue_counters(queue_id, slot, received)
-SELECT %s, mod(pg_backend_pid(), 16), count(*) FROM gone HAVING count(*) > 0
-ON CONFLICT (queue_id, slot) DO UPDATE SET
-    received = sb_queue_counters.received + excluded.received
+-- Received rows leave their queue at commit, counted. Params: {"queuing order": "message
+-- id", ...} (JSON), queue.
+SELECT sb_consume(%s::jsonb, %s::integer)
 
 -- name: listen
 LISTEN sbroker
@@ -68,3 +63,29 @@ SELECT pg_notify('sbroker', %s)
 -- name: holds_group
 -- Whether this backend holds the group's lock (a RECEIVE of a given group that took nothing).
 SELECT EXISTS (SELECT 1 FROM sb_held_groups WHERE key = sb_key(%s) AND pid = pg_backend_pid())
+
+-- name: insert_messages_bulk
+-- The engine's insert_message for many rows in one statement: a JSON array of rows (the
+-- columns without the body, then the body's 1-based offset and length) and all bodies as
+-- one bytea (as queries.sql's insert_messages_json).
+INSERT INTO sb_messages(queue_id, group_id, handle, conv_order, msn, status, priority,
+    is_timer, message_type, validation, body, message_id, service, contract, enqueued_at)
+SELECT (j.value ->> 0)::integer, j.value ->> 1, j.value ->> 2, (j.value ->> 3)::bigint,
+    (j.value ->> 4)::bigint, (j.value ->> 5)::integer, (j.value ->> 6)::integer,
+    (j.value ->> 7)::integer, j.value ->> 8, j.value ->> 9,
+    substr(p.bodies, (j.value ->> 14)::integer, (j.value ->> 15)::integer),
+    j.value ->> 10, j.value ->> 11, j.value ->> 12, (j.value ->> 13)::double precision
+FROM (SELECT %s::jsonb AS rows, %s::bytea AS bodies) p,
+    jsonb_array_elements(p.rows) WITH ORDINALITY j(value, n)
+ORDER BY j.n
+
+-- name: set_send_seqs_bulk
+-- The engine's set_send_seq for many rows: a JSON array of [send_seq, conv_order].
+UPDATE sb_endpoints e SET send_seq = (j.value ->> 0)::bigint
+FROM jsonb_array_elements(%s::jsonb) j WHERE e.conv_order = (j.value ->> 1)::bigint
+
+-- name: retain_received_bulk
+-- The engine's retain_received for many rows: a JSON array of [queuing_order, message_id].
+UPDATE sb_messages m SET status = 0
+FROM jsonb_array_elements(%s::jsonb) j
+WHERE m.queuing_order = (j.value ->> 0)::bigint AND m.message_id = j.value ->> 1

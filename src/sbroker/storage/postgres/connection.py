@@ -10,6 +10,13 @@ Application statements (``tx.execute``) may be written with SQLite's ``?`` place
 backend runs on the other.  A statement that uses the ``?`` operators of jsonb must use
 ``%s`` placeholders.
 
+Round trips are what a transaction costs on PostgreSQL, so statements whose result nobody
+reads yet wait and go with the next one that is read (``batched``: a commit's writes and its
+COMMIT travel together; ``begin``: BEGIN goes with the transaction's first statement).  A batch
+is one simple query of several statements, their parameters bound client-side (psycopg's
+ClientCursor); each statement's result is kept for its :class:`Deferred` cursor.  A commit that
+only receives is one round trip, a RECEIVE another.
+
 A connection lost before its first statement (the server restarted while it sat in the
 pool) is replaced and the statement run again; one lost during a transaction raises
 :class:`~sbroker.core.errors.DatabaseError` saying the transaction was rolled back.
@@ -17,14 +24,16 @@ pool) is replaced and the statement run again; one lost during a transaction rai
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import json
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import psycopg
 from psycopg import errors as pg_errors
-from psycopg.pq import TransactionStatus
+from psycopg.pq import ExecStatus, TransactionStatus
 
 from sbroker.core.errors import CommitConflictError, DatabaseError
 from sbroker.storage.queries import Queries, load
@@ -72,6 +81,62 @@ def lost(exc: BaseException) -> DatabaseError:
         " run it again (the broker reconnects by itself)")
 
 
+class Deferred:
+    """The cursor of a statement sent later, with the next one whose result is read."""
+
+    __slots__ = ("_conn", "_pos", "_result", "_rowcount", "_rows", "done")
+
+    def __init__(self, conn: PgConnection) -> None:
+        self._conn = conn
+        self._rows: list[Any] = []
+        self._pos = 0
+        self._rowcount = -1
+        self._result: Any = None
+        self.done = False
+
+    def take(self, cursor: psycopg.ClientCursor[Any]) -> None:
+        """Keep the cursor's current result (one statement of a batch)."""
+        self._rowcount = cursor.rowcount
+        result = cursor.pgresult
+        if result is not None and result.status == ExecStatus.TUPLES_OK:
+            self._result = result
+            self._rows = cursor.fetchall()
+        self.done = True
+
+    def _wait(self) -> None:
+        if not self.done:
+            self._conn.flush()
+
+    @property
+    def rowcount(self) -> int:
+        self._wait()
+        return self._rowcount
+
+    @property
+    def description(self) -> Any:
+        """The column names (the first item of each entry, as DB-API's), or None."""
+        self._wait()
+        result = self._result
+        if result is None:
+            return None
+        return [(result.fname(i).decode(),) for i in range(result.nfields)]
+
+    def fetchone(self) -> Any:
+        self._wait()
+        if self._pos >= len(self._rows):
+            return None
+        self._pos += 1
+        return self._rows[self._pos - 1]
+
+    def fetchall(self) -> list[Any]:
+        self._wait()
+        rows, self._pos = self._rows[self._pos:], len(self._rows)
+        return rows
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.fetchall())
+
+
 class PgConnection:
     """One pooled psycopg connection, for one thread at a time."""
 
@@ -83,18 +148,32 @@ class PgConnection:
                  ) -> None:
         self.raw = raw
         self._replace = replace  # gives a broken connection back, returns a fresh one
+        self._client = psycopg.ClientCursor(raw)
         self._used = False  # a statement ran since it came out of the pool
+        self._begin = False  # BEGIN not sent yet: it goes with the next statement
+        self._batching = False
+        self._queue: list[tuple[str, Deferred | None]] = []
 
     # -- statements ---------------------------------------------------------------------------
-    def execute(self, sql: str, parameters: Any = None, /) -> Any:
+    @staticmethod
+    def _placeholders(sql: str, parameters: Any) -> tuple[str, Any]:
         if parameters is not None:
             if not parameters:
-                parameters = None
-            elif isinstance(parameters, Mapping):
+                return sql, None
+            if isinstance(parameters, Mapping):
                 if ":" in sql and "%(" not in sql:
                     sql = translate(sql, True)
             elif "?" in sql and "%s" not in sql:
                 sql = translate(sql, False)
+        return sql, parameters
+
+    def execute(self, sql: str, parameters: Any = None, /) -> Any:
+        sql, parameters = self._placeholders(sql, parameters)
+        if self._batching or self._begin:
+            later = self._later(sql, parameters)
+            if not self._batching:
+                self.flush()
+            return later
         try:
             cursor = self.raw.execute(sql, parameters)
         except psycopg.OperationalError as exc:
@@ -104,18 +183,58 @@ class PgConnection:
 
     def executemany(self, sql: str, parameters: Iterable[Any], /) -> Any:
         rows = list(parameters)
-        if rows and isinstance(rows[0], Mapping):
-            if ":" in sql and "%(" not in sql:
-                sql = translate(sql, True)
-        elif rows and "?" in sql and "%s" not in sql:
-            sql = translate(sql, False)
-        cursor = self.raw.cursor()
+        bulk = BULK.get(sql) if len(rows) > 1 else None
+        if bulk is not None:  # one statement for all the rows instead of one per row
+            statement, pack = bulk
+            return self.execute(statement, pack(rows))
+        if rows:
+            sql = self._placeholders(sql, rows[0])[0]
+        if self._batching or self._begin:
+            last: Any = self._nothing()
+            for row in rows:
+                last = self._later(sql, row)
+            if not self._batching:
+                self.flush()
+            return last
+        many = self.raw.cursor()
         try:
-            cursor.executemany(sql, rows)
+            many.executemany(sql, rows)
         except psycopg.OperationalError as exc:
             self._failed(exc, lambda: self.raw.cursor().executemany(sql, rows))
         self._used = True
-        return cursor
+        return many
+
+    def _nothing(self) -> Deferred:
+        done = Deferred(self)
+        done.done = True
+        return done
+
+    def _later(self, sql: str, parameters: Any) -> Deferred:
+        """Queue a statement (after BEGIN if one is owed); its cursor-to-be."""
+        if self._begin:
+            self._begin = False
+            self._queue.append(("BEGIN", None))
+        text = sql if parameters is None else self._client.mogrify(sql, parameters)
+        result = Deferred(self)
+        self._queue.append((text, result))
+        return result
+
+    def flush(self) -> None:
+        """Send the queued statements as one simple query; keep each one's result."""
+        if not self._queue:
+            return
+        queue, self._queue = self._queue, []
+        text = ";\n".join(statement for statement, _ in queue)
+        cursor = self._client
+        try:
+            cursor.execute(text)
+        except psycopg.OperationalError as exc:
+            self._failed(exc, lambda: cursor.execute(text))
+        self._used = True
+        for _, result in queue:
+            if result is not None:
+                result.take(cursor)
+            cursor.nextset()
 
     def _failed(self, exc: psycopg.OperationalError, again: Callable[[], Any]) -> Any:
         """A statement failed with an operational error: retry it on a fresh connection when
@@ -129,6 +248,7 @@ class PgConnection:
         if self._used:
             raise lost(exc) from exc
         self.raw = self._replace(self.raw)
+        self._client = psycopg.ClientCursor(self.raw)
         try:
             return again()
         except psycopg.OperationalError as second:
@@ -145,30 +265,50 @@ class PgConnection:
         return rows
 
     @staticmethod
-    def ids(values: Iterable[Any]) -> list[Any]:
-        """A list as one statement parameter: an array (``= ANY(%s::bigint[])``)."""
-        return list(values)
+    def ids(values: Iterable[Any]) -> str:
+        """A list as one statement parameter: JSON text (``= ANY (sb_bigints(%s::jsonb))``):
+        psycopg binds one string much faster than an array's elements."""
+        return json.dumps(list(values))
 
     # -- transactions ---------------------------------------------------------------------------
     @property
     def in_transaction(self) -> bool:
-        return self.raw.info.transaction_status != TransactionStatus.IDLE
+        return (self._begin or bool(self._queue)
+                or self.raw.info.transaction_status != TransactionStatus.IDLE)
 
     def begin(self, *, write: bool = False) -> None:
-        """BEGIN (READ COMMITTED: each statement sees what was committed before it)."""
-        self.execute("BEGIN")
+        """BEGIN (READ COMMITTED: each statement sees what was committed before it), sent
+        with the next statement."""
+        self._begin = True
+
+    @contextlib.contextmanager
+    def batched(self) -> Iterator[None]:
+        """Statements inside wait until a result is read, or the end (COMMIT)."""
+        self._batching = True
+        try:
+            yield
+            self.flush()
+        except BaseException:
+            self._queue.clear()
+            raise
+        finally:
+            self._batching = False
 
     def commit(self) -> None:
+        if self._begin:  # nothing was sent: nothing to commit
+            self._begin = False
+            return
+        self._queue.append(("COMMIT", None))
         try:
-            self.raw.execute("COMMIT")
-        except psycopg.OperationalError as exc:
-            if self.raw.broken or self.raw.closed:
-                raise DatabaseError(
-                    f"the connection to PostgreSQL was lost during COMMIT ({exc}): whether"
-                    " the transaction committed is unknown") from exc
-            raise
+            self.flush()
+        except DatabaseError as exc:
+            raise DatabaseError(
+                f"{exc} (lost during COMMIT: whether the transaction committed is unknown)"
+            ) from exc
 
     def rollback(self) -> None:
+        self._begin = False
+        self._queue.clear()
         if self.raw.broken or self.raw.closed:
             return  # the server rolled it back when the connection went
         try:
@@ -180,3 +320,28 @@ class PgConnection:
     @property
     def usable(self) -> bool:
         return not (self.raw.broken or self.raw.closed)
+
+
+def _pack_messages(rows: list[Any]) -> tuple[str, bytes]:
+    """insert_message rows as insert_messages_bulk takes them: JSON rows, one bytea."""
+    meta: list[list[Any]] = []
+    bodies: list[bytes] = []
+    offset = 1
+    for row in rows:
+        body = row[10]
+        meta.append([*row[:10], *row[11:], offset, len(body)])
+        bodies.append(body)
+        offset += len(body)
+    return json.dumps(meta), b"".join(bodies)
+
+
+def _pack_pairs(rows: list[Any]) -> tuple[str]:
+    return (json.dumps([list(row) for row in rows]),)
+
+
+BULK: dict[str, tuple[str, Callable[[list[Any]], Sequence[Any]]]] = {
+    SQL.insert_message: (BACKEND.insert_messages_bulk, _pack_messages),
+    SQL.set_send_seq: (BACKEND.set_send_seqs_bulk, _pack_pairs),
+    SQL.retain_received: (BACKEND.retain_received_bulk, _pack_pairs),
+}
+"""Statements the engine runs with ``executemany`` whose rows go in one statement."""

@@ -15,6 +15,7 @@ import contextlib
 import threading
 import uuid
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -62,13 +63,14 @@ def parse(url: str, durability: str) -> tuple[dict[str, Any], int]:
         raise InvalidArgumentError(
             f"unknown durability {durability!r}: use 'full' (wait for the WAL flush of each"
             " commit) or 'normal'")
+    url, own = _own_params(url)
     try:
         params: dict[str, Any] = conninfo_to_dict(url)
     except psycopg.ProgrammingError as exc:
         raise InvalidArgumentError(f"bad PostgreSQL URL {redact(url)}: {exc}") from None
     pool_max = POOL_MAX
-    if "pool_max" in params:
-        raw = str(params.pop("pool_max"))
+    if "pool_max" in own:
+        raw = own["pool_max"]
         if not raw.isdigit() or int(raw) < 2:
             raise InvalidArgumentError(f"pool_max={raw!r} in the URL must be an integer >= 2")
         pool_max = int(raw)
@@ -78,6 +80,16 @@ def parse(url: str, durability: str) -> tuple[dict[str, Any], int]:
     extra = f"{SERVER_KEEPALIVES} -c synchronous_commit={SYNC[durability]}"
     params["options"] = f"{params['options']} {extra}" if params.get("options") else extra
     return params, pool_max
+
+
+def _own_params(url: str) -> tuple[str, dict[str, str]]:
+    """The URL without sbroker's own query parameters (libpq refuses unknown ones), and
+    those."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    own = {k: v for k, v in query if k in OWN_PARAMS}
+    rest = urlencode([(k, v) for k, v in query if k not in OWN_PARAMS])
+    return urlunsplit(parts._replace(query=rest)), own
 
 
 def redact(url: str) -> str:

@@ -24,6 +24,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from psycopg import errors as pg_errors
+
 from sbroker.storage.postgres.connection import BACKEND, PgConnection
 
 if TYPE_CHECKING:
@@ -72,7 +74,7 @@ class PgTxStorage:
         sql = conn.sql
         top = None if limit < 0 else limit
         if group is None:
-            rows = conn.query_all(sql.receive_take_next, (queue_id, top, list(received)))
+            rows = conn.query_all(sql.receive_take_next, (queue_id, top, conn.ids(received)))
         elif handle:
             rows = conn.query_all(sql.receive_fetch_handle, (group, handle, top))
         else:
@@ -87,7 +89,7 @@ class PgTxStorage:
 
     def lock_next(self, queue_id: int, received: Sequence[int], probing: bool) -> str | None:
         conn = self._open()
-        row = conn.query_one(conn.sql.receive_candidate, (queue_id, list(received)))
+        row = conn.query_one(conn.sql.receive_candidate, (queue_id, conn.ids(received)))
         group = None if row is None or row[0] is None else str(row[0])
         if group is not None:
             self.locks[group] = queue_id
@@ -95,7 +97,7 @@ class PgTxStorage:
 
     def lock(self, queue_id: int, groups: Sequence[str]) -> bool:
         conn = self._open()
-        row = conn.query_one(conn.sql.insert_group_lock, (list(groups),))
+        row = conn.query_one(conn.sql.insert_group_lock, (conn.ids(groups),))
         if not (row and row[0]):
             return False
         for group in groups:
@@ -106,8 +108,9 @@ class PgTxStorage:
     def commit(self, apply: Callable[[PgConnection], None], *, received: bool) -> None:
         conn = self._open()
         try:
-            apply(conn)
-            conn.commit()
+            with conn.batched():
+                apply(conn)
+                conn.commit()
         except BaseException:
             if conn.usable and conn.in_transaction:
                 conn.rollback()
@@ -117,13 +120,27 @@ class PgTxStorage:
         self._store.feed.committed()
 
     def rollback(self, count: Callable[[PgConnection], T] | None) -> T | None:
+        """The poison count of the rolled-back RECEIVEs commits first, in a transaction of
+        its own, while this one still holds its groups: the next reader of a group can only
+        take it after the count, so its commit's reset comes after the count (as on SQLite,
+        where both happen in one write).  Should this transaction hold a row the count needs
+        (an application statement changed the queue's row), the count waits a second, then
+        goes after the rollback."""
         conn = self._conn
         released = bool(self.locks)
+        result = None
+        counted = count is None
+        if count is not None:
+            try:
+                result = self._store.commit_path.run(_bounded(count))
+                counted = True
+            except pg_errors.LockNotAvailable:
+                pass
         if conn is not None and conn.usable and conn.in_transaction:
             conn.rollback()
         self._held = False
-        result = None
-        if count is not None:
+        if not counted:
+            assert count is not None
             result = self._store.commit_path.run(count)
         elif released:
             self._store.feed.committed()  # the groups are free: other hosts look again
@@ -135,3 +152,12 @@ class PgTxStorage:
             self._store.connector.release(conn)
         self._held = False
         self.locks = {}
+
+
+def _bounded(fn: Callable[[PgConnection], T]) -> Callable[[PgConnection], T]:
+    """``fn`` in a transaction that waits at most a second for a row lock."""
+    def run(conn: PgConnection) -> T:
+        conn.execute("SET LOCAL lock_timeout = '1s'")
+        return fn(conn)
+
+    return run

@@ -10,12 +10,13 @@ database know of each other.
   ``GRACE_SECONDS``.  Its rows are then reaped (activation DMV rows; the scheduler fails its
   running tasks).
 - **Change feed** (:class:`ListenFeed`): after every commit a process sends ``NOTIFY sbroker``
-  with its session id, coalesced to at most one per ``NOTIFY_SECONDS`` by a thread of its own
+  with its session id, coalesced to at most one per ``NOTIFY_SECONDS`` (5 ms: the first
+  commit after a quiet spell is told at once) by a thread of its own
   and outside the committing transaction (NOTIFY takes a database-wide lock at commit: only
   that thread's tiny transactions pay it).  The session's connection LISTENs and tells the
   subscribers when another session committed.  While it cannot (the server is away) the
   engine's waiters look again every 0.5 s anyway (engine.notify.RECHECK_SECONDS): polling as
-  the safety net.
+  the safety net.  A broker alone on its database (the heartbeat tells) sends no NOTIFY.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ log = logging.getLogger("sbroker.storage")
 
 HEARTBEAT_SECONDS = 1.0
 GRACE_SECONDS = 3.0
-NOTIFY_SECONDS = 0.001
+NOTIFY_SECONDS = 0.005
 LISTEN_SLICE = 0.5  # the session thread looks at its stop flag at least this often
 RECONNECT_MAX = 2.0
 
@@ -59,6 +60,9 @@ class ListenFeed:
         self._conn: psycopg.Connection[Any] | None = None
         self._closed = False
         self.sent = 0
+        # Whether another session has the database open (the heartbeat looks every second;
+        # a session that opens meanwhile polls every 0.5 s until then): else no NOTIFY.
+        self.others = True
 
     def subscribe(self, on_change: Any, *, min_interval: float = 0.0) -> None:
         self._subscribers.subscribe(on_change, min_interval=min_interval)
@@ -75,6 +79,8 @@ class ListenFeed:
     # -- sending -----------------------------------------------------------------------------
     def committed(self) -> None:
         """This process committed: tell the others soon (coalesced)."""
+        if not self.others:
+            return
         self._pending.set()
         if self._thread is None:
             with self._lock:
@@ -186,7 +192,7 @@ class LeaseLiveness:
                     if note.payload != str(self.session):
                         self._feed.changed()
                 if time.monotonic() >= beat and not self._stop.is_set():
-                    conn.execute(BACKEND.heartbeat, (self.session,))
+                    self._beat(conn)
                     beat = time.monotonic() + HEARTBEAT_SECONDS
             except Exception:
                 if self._stop.is_set():
@@ -198,11 +204,18 @@ class LeaseLiveness:
                 backoff = min(2 * backoff, RECONNECT_MAX)
         self._drop()
 
+    def _beat(self, conn: psycopg.Connection[Any]) -> bool:
+        """Renew the session's heartbeat; False when its row is gone.  Tells the feed
+        whether another session has the database open."""
+        row = conn.execute(BACKEND.heartbeat, (self.session, self.session)).fetchone()
+        self._feed.others = row is None or bool(row[0])
+        return row is not None
+
     def _reconnect(self) -> psycopg.Connection[Any]:
         conn = self._connector.connect_raw()
         try:
             conn.execute(BACKEND.lock_session, (self.session,))
-            if conn.execute(BACKEND.heartbeat, (self.session,)).rowcount == 0:
+            if not self._beat(conn):
                 log.warning("this broker's session %s was reaped while the server was away;"
                             " registering it again", self.session)
                 conn.execute(BACKEND.reregister_session, (self.session, *self._row))

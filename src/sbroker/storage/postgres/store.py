@@ -18,6 +18,7 @@ writer made that implicit.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -47,8 +48,9 @@ class PgCommitPath:
         try:
             conn.begin()
             try:
-                result = fn(conn)
-                conn.commit()
+                with conn.batched():
+                    result = fn(conn)
+                    conn.commit()
             except BaseException:
                 if conn.usable and conn.in_transaction:
                     conn.rollback()
@@ -94,8 +96,7 @@ class PgStore:
     def consume(self, conn: Connection, taken: Sequence[tuple[int, str]],
                 queue_id: int) -> None:
         """Received rows leave at once (deleted in the receiving commit), counted."""
-        conn.execute(BACKEND.consume, ([qo for qo, _ in taken], [mid for _, mid in taken],
-                                       queue_id))
+        conn.execute(BACKEND.consume, (json.dumps(dict(taken)), queue_id))
 
     def read_relation(self, conn: Connection, name: str) -> Any:
         # The one statement built here: an identifier cannot be a parameter. The name is
@@ -106,9 +107,10 @@ class PgStore:
         quoted = '"' + str(row[0]).replace('"', '""') + '"'
         return conn.execute(f"SELECT * FROM {quoted}")
 
-    def pending_locks(self) -> list[str]:
-        """Every session sees a group lock the moment it is taken (pg_locks): none pending."""
-        return []
+    def pending_locks(self) -> str:
+        """Every session sees a group lock the moment it is taken (pg_locks): none pending
+        (as the JSON list that statements take)."""
+        return "[]"
 
     # -- sessions -------------------------------------------------------------------------------
     def reap(self, own: int, *, force: bool = False) -> int:
@@ -118,7 +120,7 @@ class PgStore:
 
     def drop_sessions(self, sessions: Sequence[int]) -> None:
         self.commit_path.run(lambda conn: conn.execute(conn.sql.drop_sessions,
-                                                       (list(sessions),)))
+                                                       (conn.ids(sessions),)))
 
     def close(self) -> None:
         self.liveness.close()

@@ -256,8 +256,9 @@ INSERT INTO sb_event_notifications(name, queue_id, event, to_service) VALUES (?,
 -- name: lock_conversations
 -- A commit that changes conversations locks them first on PostgreSQL (two hosts must not
 -- number one conversation at once); here the group-commit writer already runs one commit
--- at a time, so there is nothing to lock. Params: the conversation ids (JSON).
-SELECT 1 WHERE ? IS NULL
+-- at a time, so there is nothing to lock. Returns the catalog version (the commit checks
+-- it). Params: the conversation ids (JSON).
+SELECT value FROM sb_meta WHERE key = 'catalog_version' AND ? IS NOT NULL
 
 -- name: endpoint_by_handle
 SELECT conv_order, handle, conversation_id, is_initiator, group_id, queue_id, service,

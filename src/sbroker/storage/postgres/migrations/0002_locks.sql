@@ -17,6 +17,14 @@
 CREATE FUNCTION sb_key(id text) RETURNS integer
     LANGUAGE sql IMMUTABLE PARALLEL SAFE AS 'SELECT hashtext(id)';
 
+-- A list parameter is JSON text (Connection.ids); these make it an array.
+CREATE FUNCTION sb_texts(list jsonb) RETURNS text[]
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS 'SELECT coalesce(array_agg(v), ''{}'') FROM jsonb_array_elements_text(list) v';
+CREATE FUNCTION sb_bigints(list jsonb) RETURNS bigint[]
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS 'SELECT coalesce(array_agg(v::bigint), ''{}'') FROM jsonb_array_elements_text(list) v';
+
 -- Advisory locks granted in this database: (namespace, key, backend pid).
 CREATE VIEW sb_advisory_locks AS
 SELECT l.classid::bigint AS ns,
@@ -31,44 +39,53 @@ WHERE l.locktype = 'advisory' AND l.objsubid = 2 AND l.granted
 CREATE VIEW sb_held_groups AS
 SELECT key, pid FROM sb_advisory_locks WHERE ns = 1396834305;
 
--- Take the group lock for the rest of the transaction if the group has ready rows (other
--- than ``received``): a session-level try first, given back at once when the group turned
--- out to be empty, so that a RECEIVE never keeps a group it took nothing from.
-CREATE FUNCTION sb_try_group(g text, received bigint[]) RETURNS boolean
-LANGUAGE plpgsql AS $$
-DECLARE
-    ready boolean;
-BEGIN
-    IF NOT pg_try_advisory_lock(1396834305, sb_key(g)) THEN
-        RETURN false;
-    END IF;
-    PERFORM 1 FROM sb_messages m WHERE m.group_id = g AND m.status = 1
-        AND m.queuing_order <> ALL (received) LIMIT 1;
-    ready := FOUND;
-    IF ready THEN
-        PERFORM pg_advisory_xact_lock(1396834305, sb_key(g));
-    END IF;
-    PERFORM pg_advisory_unlock(1396834305, sb_key(g));
-    RETURN ready;
-END $$;
-
 -- GET CONVERSATION GROUP: lock the unlocked group whose next ready message comes first in
--- RECEIVE order (priority, then queuing order) and return it, or NULL.
+-- RECEIVE order (priority, then queuing order) and return it, or NULL.  A candidate is tried
+-- with a session-level lock first and kept (as a transaction lock) only if it still has ready
+-- rows other than ``received`` (its previous holder may have taken them all): a RECEIVE never
+-- keeps a group it took nothing from.
 CREATE FUNCTION sb_lock_next(p_queue integer, p_received bigint[]) RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
     g text;
+    k integer;
+    held integer[] := '{}';
     tried text[] := '{}';
+    pass integer;
+    blocked boolean := false;
 BEGIN
-    FOR g IN SELECT c.group_id FROM sb_messages c
-             WHERE c.queue_id = p_queue AND c.status = 1
-                 AND c.queuing_order <> ALL (p_received)
-             ORDER BY c.priority DESC, c.queuing_order LOOP
-        CONTINUE WHEN g = ANY (tried);
-        IF sb_try_group(g, p_received) THEN
-            RETURN g;
-        END IF;
-        tried := tried || g;
+    -- The first pass tries groups in RECEIVE order.  When one is held by another backend,
+    -- the second pass leaves out up front every group held then (one look at pg_locks), so
+    -- that a backlog in held groups costs no lock attempt per row; a group taken meanwhile
+    -- is still caught by the try-lock.
+    FOR pass IN 1..2 LOOP
+        FOR g IN SELECT c.group_id FROM sb_messages c
+                 WHERE c.queue_id = p_queue AND c.status = 1
+                     AND c.queuing_order <> ALL (p_received)
+                     AND sb_key(c.group_id) <> ALL (held)
+                 ORDER BY c.priority DESC, c.queuing_order LOOP
+            CONTINUE WHEN g = ANY (tried);
+            k := sb_key(g);
+            IF pg_try_advisory_lock(1396834305, k) THEN
+                PERFORM 1 FROM sb_messages m WHERE m.group_id = g AND m.status = 1
+                    AND m.queuing_order <> ALL (p_received) LIMIT 1;
+                IF FOUND THEN
+                    PERFORM pg_advisory_xact_lock(1396834305, k);
+                    PERFORM pg_advisory_unlock(1396834305, k);
+                    RETURN g;
+                END IF;
+                PERFORM pg_advisory_unlock(1396834305, k);
+                tried := tried || g;
+            ELSIF pass = 1 THEN
+                held := ARRAY(SELECT h.key FROM sb_held_groups h
+                              WHERE h.pid <> pg_backend_pid());
+                blocked := true;
+                EXIT;
+            ELSE
+                tried := tried || g;
+            END IF;
+        END LOOP;
+        EXIT WHEN NOT blocked;
     END LOOP;
     RETURN NULL;
 END $$;
@@ -93,13 +110,40 @@ BEGIN
     ELSIF NOT pg_try_advisory_xact_lock(1396834305, sb_key(g)) THEN
         RETURN;
     END IF;
-    RETURN QUERY
-        SELECT m.status, m.priority, m.queuing_order, m.group_id, m.handle, m.msn, m.service,
-            m.contract, m.message_type, m.validation, m.body, m.message_id, m.enqueued_at
-        FROM sb_messages m
-        WHERE m.group_id = g AND m.status = 1 AND (p_handle IS NULL OR m.handle = p_handle)
-        ORDER BY m.priority DESC, m.conv_order, m.is_timer DESC, m.msn
-        LIMIT p_limit;
+    IF p_handle IS NULL THEN
+        RETURN QUERY
+            SELECT m.status, m.priority, m.queuing_order, m.group_id, m.handle, m.msn,
+                m.service, m.contract, m.message_type, m.validation, m.body, m.message_id,
+                m.enqueued_at
+            FROM sb_messages m WHERE m.group_id = g AND m.status = 1
+            ORDER BY m.priority DESC, m.conv_order, m.is_timer DESC, m.msn LIMIT p_limit;
+    ELSE
+        RETURN QUERY
+            SELECT m.status, m.priority, m.queuing_order, m.group_id, m.handle, m.msn,
+                m.service, m.contract, m.message_type, m.validation, m.body, m.message_id,
+                m.enqueued_at
+            FROM sb_messages m WHERE m.group_id = g AND m.status = 1 AND m.handle = p_handle
+            ORDER BY m.priority DESC, m.conv_order, m.is_timer DESC, m.msn LIMIT p_limit;
+    END IF;
+END $$;
+
+-- Received rows ({"queuing order": "message id", ...}) leave their queue at commit,
+-- counted in the queue's counter slot of this backend (a function: its plans are kept per
+-- session).
+CREATE FUNCTION sb_consume(taken jsonb, p_queue integer) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    gone bigint;
+BEGIN
+    DELETE FROM sb_messages m USING jsonb_each_text(taken) t
+    WHERE m.queuing_order = t.key::bigint AND m.message_id = t.value;
+    GET DIAGNOSTICS gone = ROW_COUNT;
+    IF gone > 0 THEN
+        INSERT INTO sb_queue_counters(queue_id, slot, received)
+        VALUES (p_queue, mod(pg_backend_pid(), 16), gone)
+        ON CONFLICT (queue_id, slot) DO UPDATE SET
+            received = sb_queue_counters.received + excluded.received;
+    END IF;
 END $$;
 
 -- MOVE CONVERSATION: every group of ``groups`` for the rest of the transaction, or none.
