@@ -64,21 +64,6 @@ SELECT pg_notify('sbroker', %s)
 -- Whether this backend holds the group's lock (a RECEIVE of a given group that took nothing).
 SELECT EXISTS (SELECT 1 FROM sb_held_groups WHERE key = sb_key(%s) AND pid = pg_backend_pid())
 
--- name: insert_messages_bulk
--- The engine's insert_message for many rows in one statement: a JSON array of rows (the
--- columns without the body, then the body's 1-based offset and length) and all bodies as
--- one bytea (as queries.sql's insert_messages_json).
-INSERT INTO sb_messages(queue_id, group_id, handle, conv_order, msn, status, priority,
-    is_timer, message_type, validation, body, message_id, service, contract, enqueued_at)
-SELECT (j.value ->> 0)::integer, j.value ->> 1, j.value ->> 2, (j.value ->> 3)::bigint,
-    (j.value ->> 4)::bigint, (j.value ->> 5)::integer, (j.value ->> 6)::integer,
-    (j.value ->> 7)::integer, j.value ->> 8, j.value ->> 9,
-    substr(p.bodies, (j.value ->> 14)::integer, (j.value ->> 15)::integer),
-    j.value ->> 10, j.value ->> 11, j.value ->> 12, (j.value ->> 13)::double precision
-FROM (SELECT %s::jsonb AS rows, %s::bytea AS bodies) p,
-    jsonb_array_elements(p.rows) WITH ORDINALITY j(value, n)
-ORDER BY j.n
-
 -- name: set_send_seqs_bulk
 -- The engine's set_send_seq for many rows: a JSON array of [send_seq, conv_order].
 UPDATE sb_endpoints e SET send_seq = (j.value ->> 0)::bigint

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -71,6 +72,52 @@ def translate(sql: str, named: bool) -> str:
 
     out = _TOKENS.sub(swap, sql)
     return out if found else sql
+
+
+@functools.lru_cache(maxsize=1024)
+def _pieces(sql: str) -> tuple[str, ...] | None:
+    """``sql`` cut at its ``%s`` placeholders (``%%`` made ``%``); None if it has others."""
+    parts = sql.replace("%%", "\0").split("%s")
+    if any("%" in part for part in parts):
+        return None  # %(name)s, %b, %t: psycopg's
+    return tuple(part.replace("\0", "%") for part in parts)
+
+
+def _literal(value: Any) -> str | None:
+    """A literal for the common parameter types (None: leave it to psycopg)."""
+    kind = type(value)
+    if value is None:
+        return "NULL"
+    if kind is int:
+        return str(value)
+    if kind is str:
+        return None if "\0" in value else "'" + value.replace("'", "''") + "'"
+    if kind is bool:
+        return "'1'" if value else "'0'"
+    if kind is float:
+        return repr(value) if math.isfinite(value) else None
+    if kind is bytes:
+        return "'\\x" + bytes.hex(value) + "'::bytea"
+    return None
+
+
+def render(sql: str, parameters: Any) -> str | None:
+    """``sql`` with its ``%s`` parameters as literals (standard_conforming_strings on), or
+    None when a parameter or placeholder is not one of the common kinds: psycopg's mogrify
+    then does it (several times slower)."""
+    if not isinstance(parameters, (tuple, list)):
+        return None
+    pieces = _pieces(sql)
+    if pieces is None or len(pieces) != len(parameters) + 1:
+        return None
+    out = [pieces[0]]
+    for value, piece in zip(parameters, pieces[1:], strict=True):
+        literal = _literal(value)
+        if literal is None:
+            return None
+        out.append(literal)
+        out.append(piece)
+    return "".join(out)
 
 
 def lost(exc: BaseException) -> DatabaseError:
@@ -149,6 +196,8 @@ class PgConnection:
         self.raw = raw
         self._replace = replace  # gives a broken connection back, returns a fresh one
         self._client = psycopg.ClientCursor(raw)
+        # With standard_conforming_strings (the default) a quote doubled is a string quoted.
+        self._standard = raw.info.parameter_status("standard_conforming_strings") == "on"
         self._used = False  # a statement ran since it came out of the pool
         self._begin = False  # BEGIN not sent yet: it goes with the next statement
         self._batching = False
@@ -214,7 +263,11 @@ class PgConnection:
         if self._begin:
             self._begin = False
             self._queue.append(("BEGIN", None))
-        text = sql if parameters is None else self._client.mogrify(sql, parameters)
+        if parameters is None:
+            text = sql
+        else:
+            text = (render(sql, parameters) if self._standard else None) or \
+                self._client.mogrify(sql, parameters)
         result = Deferred(self)
         self._queue.append((text, result))
         return result
@@ -323,7 +376,7 @@ class PgConnection:
 
 
 def _pack_messages(rows: list[Any]) -> tuple[str, bytes]:
-    """insert_message rows as insert_messages_bulk takes them: JSON rows, one bytea."""
+    """insert_message rows as insert_messages_json takes them: JSON rows, one bytea."""
     meta: list[list[Any]] = []
     bodies: list[bytes] = []
     offset = 1
@@ -340,7 +393,7 @@ def _pack_pairs(rows: list[Any]) -> tuple[str]:
 
 
 BULK: dict[str, tuple[str, Callable[[list[Any]], Sequence[Any]]]] = {
-    SQL.insert_message: (BACKEND.insert_messages_bulk, _pack_messages),
+    SQL.insert_message: (SQL.insert_messages_json, _pack_messages),
     SQL.set_send_seq: (BACKEND.set_send_seqs_bulk, _pack_pairs),
     SQL.retain_received: (BACKEND.retain_received_bulk, _pack_pairs),
 }
