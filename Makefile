@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: setup chromium run demo test lint bench bench-quick clean
+.PHONY: setup chromium postgresql run demo test lint bench bench-quick clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -19,13 +19,19 @@ setup: $(STAMP)
 chromium:
 	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
 
+# The PostgreSQL backend's tests start a throwaway server from Debian's packages (initdb and
+# pg_ctl on a free loopback port; the package's own service is not used).
+postgresql:
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || (apt-get update && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql)
+
 run: setup
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/sbroker --db out/sbroker.db run examples/orders_pipeline.toml
 
 demo: setup
 	$(BIN)/sbroker --db out/demo.db demo
 
-test: setup chromium
+test: setup chromium postgresql
 	$(BIN)/ruff check src tests bench tools
 	$(BIN)/mypy
 	$(BIN)/python -m tools.archcheck -q

@@ -269,6 +269,10 @@ COMMANDS = {
 
 def main() -> None:
     command, db, *args = sys.argv[1:]
+    if "SBROKER_RECHECK" in os.environ:  # waiters' safety-net poll (engine/notify.py)
+        from sbroker.engine import notify
+
+        notify.RECHECK_SECONDS = float(os.environ["SBROKER_RECHECK"])
     b = sbroker.Broker.open(db, durability=os.environ.get("SBROKER_DURABILITY", "normal"),
                             monitor_interval=float(os.environ.get("SBROKER_MONITOR", "5")))
     if b.dialect == "sqlite":

@@ -146,11 +146,11 @@ class Child:
     """A helper process (``child.py``) on the same database file, driven line by line."""
 
     def __init__(self, *args: object, durability: str = "normal",
-                 monitor_interval: float = 5.0) -> None:
+                 monitor_interval: float = 5.0, env: dict[str, str] | None = None) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, str(CHILD), *map(str, args)],
             env={**os.environ, "SBROKER_DURABILITY": durability,
-                 "SBROKER_MONITOR": str(monitor_interval)},
+                 "SBROKER_MONITOR": str(monitor_interval), **(env or {})},
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True, bufsize=1,
         )

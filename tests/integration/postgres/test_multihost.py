@@ -64,16 +64,16 @@ def test_a_reader_killed_mid_transaction_frees_its_group_within_seconds(
 
 def test_a_waiting_receive_in_another_process_wakes_within_milliseconds_of_a_commit(
         pg_pair: Broker, pg_url: str, spawn: Callable[..., Child]) -> None:
-    child = spawn("wait-receive", pg_url, "TargetQueue", "30")
+    # The child's waiters look again only every 60 s: only the NOTIFY can wake it sooner.
+    child = spawn("wait-receive", pg_url, "TargetQueue", "120",
+                  env={"SBROKER_RECHECK": "60"})
     child.expect("parked")
-    time.sleep(0.6)  # past a safety-net poll: only the NOTIFY can wake it early
-    sent = time.monotonic()
     _send(pg_pair, "ping")
     done = time.monotonic()
     got = child.expect("received")
     assert [r["body"] for r in got["rows"]] == ["ping"]
-    # The child's RECEIVE returned well within the 0.5 s safety-net poll of the commit.
-    assert got["at"] - done < 0.25, (got["at"] - sent, done - sent)
+    # Milliseconds on an idle machine; generous for a loaded 2-core one.
+    assert got["at"] - done < 2.0, got["at"] - done
 
 
 def test_two_brokers_started_at_once_fire_each_timer_and_end_each_lifetime_once(

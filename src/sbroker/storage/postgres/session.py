@@ -16,7 +16,8 @@ database know of each other.
   that thread's tiny transactions pay it).  The session's connection LISTENs and tells the
   subscribers when another session committed.  While it cannot (the server is away) the
   engine's waiters look again every 0.5 s anyway (engine.notify.RECHECK_SECONDS): polling as
-  the safety net.  A broker alone on its database (the heartbeat tells) sends no NOTIFY.
+  the safety net.  A broker alone on its database (the heartbeat tells) sends no NOTIFY; a
+  new session's first NOTIFY ("hello") ends that at once.
 """
 
 from __future__ import annotations
@@ -156,6 +157,8 @@ class LeaseLiveness:
             session = int(row[0])
             conn.execute(BACKEND.lock_session, (session,))
             conn.execute(BACKEND.listen)
+            # Sessions alone on the database send no NOTIFY: tell them they are not now.
+            conn.execute(BACKEND.notify, (f"hello {session}",))
         except BaseException:
             conn.close()
             raise
@@ -190,6 +193,7 @@ class LeaseLiveness:
                         self._stop.set()
                         break
                     if note.payload != str(self.session):
+                        self._feed.others = True
                         self._feed.changed()
                 if time.monotonic() >= beat and not self._stop.is_set():
                     self._beat(conn)
