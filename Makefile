@@ -4,12 +4,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: setup chromium run demo stream test lint bench bench-quick clean
+.PHONY: setup chromium postgresql run demo stream test lint bench bench-quick clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev,spark,dashboard]'
+	$(BIN)/python -m pip install -q -e '.[dev,spark,dashboard,postgres]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
@@ -18,6 +18,12 @@ setup: $(STAMP)
 # The dashboard's browser tests drive Debian's chromium (no browser download is possible).
 chromium:
 	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
+
+# The PostgreSQL backend's tests start a throwaway server from Debian's packages (initdb and
+# pg_ctl on a free loopback port; the package's own service is not used).
+postgresql:
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || (apt-get update && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql)
 
 run: setup
 	@start=$$(date +%s); \
@@ -30,7 +36,7 @@ demo: setup
 stream: setup
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python examples/stream_pipeline.py
 
-test: setup chromium
+test: setup chromium postgresql
 	$(BIN)/ruff check src tests bench tools
 	$(BIN)/mypy
 	$(BIN)/python -m tools.archcheck -q

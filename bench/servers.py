@@ -6,7 +6,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -16,16 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from bench.systems.base import Unavailable
+from tools import pgserver
 
-PG_BIN_DIRS = sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)
 RABBIT_BIN = Path("/usr/lib/rabbitmq/bin")
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+free_port = pgserver.free_port
 
 
 def wait_until(ready: Callable[[], bool], timeout: float, what: str) -> None:
@@ -35,15 +30,6 @@ def wait_until(ready: Callable[[], bool], timeout: float, what: str) -> None:
         if time.monotonic() > deadline:
             raise Unavailable(f"{what} did not come up within {timeout:g} s")
         time.sleep(0.2)
-
-
-def _run(cmd: list[str], env: dict[str, str] | None = None, timeout: float = 60) -> str:
-    """Run a command, returning its output; raise Unavailable with its output on failure."""
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
-    if done.returncode != 0:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-        raise Unavailable(f"{Path(cmd[0]).name} failed: {' / '.join(tail)}")
-    return done.stdout
 
 
 class Server(ABC):
@@ -75,41 +61,38 @@ class Server(ABC):
 
 
 class PostgresServer(Server):
-    """`initdb` + `pg_ctl` on a free loopback port, as the postgres user when we are root."""
+    """tools/pgserver.py's throwaway server (``initdb`` + ``pg_ctl`` on a free loopback port,
+    as the postgres user when we are root), shared with the test suite."""
 
     label = "pg"
 
-    def _as_owner(self, cmd: list[str]) -> list[str]:
-        return ["runuser", "-u", "postgres", "--", *cmd] if os.geteuid() == 0 else cmd
-
-    def _bin(self, name: str) -> str:
-        for d in PG_BIN_DIRS:
-            if (d / name).exists():
-                return str(d / name)
-        found = shutil.which(name)
-        if not found:
-            raise Unavailable(f"PostgreSQL's {name} not found (run bench/setup.sh)")
-        return found
+    def __init__(self) -> None:  # the server makes its own temp dir and port
+        self._pg = pgserver.PostgresServer(prefix="sbroker-bench-pg-")
+        self.dir, self.port, self.started = self._pg.dir, self._pg.port, False
 
     def start(self) -> None:
-        data = self.dir / "data"
-        if os.geteuid() == 0:
-            shutil.chown(self.dir, "postgres", "postgres")
-        _run(self._as_owner([self._bin("initdb"), "-D", str(data), "-U", "postgres",
-                             "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync"]))
-        opts = (f"-p {self.port} -c listen_addresses=127.0.0.1 "
-                f"-c unix_socket_directories={self.dir} -c fsync=on")
+        try:
+            self._pg.start()
+        except pgserver.ServerError as exc:
+            raise Unavailable(str(exc)) from None
         self.started = True
-        _run(self._as_owner([self._bin("pg_ctl"), "-D", str(data), "-l",
-                             str(self.dir / "log"), "-o", opts, "-w", "-t", "60", "start"]))
 
     def _shutdown(self) -> None:
-        _run(self._as_owner([self._bin("pg_ctl"), "-D", str(self.dir / "data"),
-                             "-m", "fast", "-w", "stop"]))
+        self._pg.stop()
 
     def dsn(self) -> str:
         """A libpq connection string for the server's postgres database."""
-        return f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres"
+        return self._pg.dsn()
+
+    def url(self, dbname: str = "postgres") -> str:
+        return self._pg.url(dbname)
+
+    def create_database(self, name: str) -> str:
+        """A new empty database; its URL."""
+        try:
+            return self._pg.create_database(name)
+        except pgserver.ServerError as exc:
+            raise Unavailable(str(exc)) from None
 
 
 class RabbitServer(Server):

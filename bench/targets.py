@@ -122,7 +122,26 @@ def w4_verdict(results: list[Result]) -> Verdict:
     return Verdict(target, f"{ours:.2f} ms", ours <= 50)
 
 
+def postgres_verdicts(results: list[Result]) -> list[Verdict]:
+    """Issue 21's targets for sbroker on PostgreSQL against the raw SKIP LOCKED queue:
+    W2 (send and receive) >= 1x, W1 receive >= 0.7x."""
+    out = []
+    by_figure = groups(results)
+    for workload, metric, factor in (("W2", "send", 1.0), ("W2", "receive", 1.0),
+                                     ("W1", "receive", 0.7)):
+        target = f"{workload} {metric} on PostgreSQL >= {factor:g}x raw postgres"
+        group = by_figure.get((workload, metric), [])
+        ours = _of(group, "subject", "sbroker (postgres)")
+        raw = _of(group, "peer", "postgres")
+        if ours is None or not raw:
+            out.append(Verdict(target, "n/a", None))
+            continue
+        out.append(Verdict(target, f"{ours:,.0f} vs {raw:,.0f} = {ours / raw:.2f}x",
+                           ours >= factor * raw))
+    return out
+
+
 def verdicts(results: list[Result]) -> list[Verdict]:
-    """Every target of issue 6, in the issue's order."""
+    """Every target of issue 6, in the issue's order, then issue 21's."""
     return [w1_verdict(results), *w2_verdicts(results), *w3_verdicts(results),
-            w4_verdict(results)]
+            w4_verdict(results), *postgres_verdicts(results)]

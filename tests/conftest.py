@@ -1,4 +1,5 @@
-"""Shared fixtures: a broker on a real SQLite file with two services ready to talk."""
+"""Shared fixtures: a broker on a real SQLite file with two services ready to talk, and the
+run's throwaway PostgreSQL server (``postgres``: started on first use, stopped at the end)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.postgres import RunServer
 
 import sbroker
 
@@ -32,3 +34,13 @@ def pair(broker: sbroker.Broker) -> sbroker.Broker:
     broker.create_service("InitService", "InitQueue")
     broker.create_service("TargetService", "TargetQueue", ["DEFAULT"])
     return broker
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[RunServer]:
+    """The run's PostgreSQL server: ``postgres.new_database()`` is a fresh database's URL."""
+    server = RunServer()
+    try:
+        yield server
+    finally:
+        server.stop()

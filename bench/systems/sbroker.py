@@ -1,4 +1,5 @@
-"""sbroker itself, through the public API of SPEC.md §1-3 only."""
+"""sbroker itself, through the public API of SPEC.md §1-3 only: on a SQLite file, and on a
+database of the suite's PostgreSQL server (SPEC §10)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.systems.base import Client, Durability, System
+
+SYNC = {"normal": "off", "full": "on"}
 
 CONVERSATIONS = 100
 """Dialogs begun at setup; sends go round-robin over them (issue 2's W1 and W2)."""
@@ -53,10 +56,14 @@ class Sbroker(System):
     def durability_note(self, durability: Durability) -> str:
         return f'durability="{durability}"'
 
+    def target(self, workdir: Path) -> str:
+        """What Broker.open takes for this run."""
+        return str(workdir / "sbroker.db")
+
     def setup(self, workdir: Path, durability: Durability) -> None:
         from sbroker import Broker
 
-        self.broker = Broker.open(str(workdir / "sbroker.db"), durability=durability)
+        self.broker = Broker.open(self.target(workdir), durability=durability)
         self.broker.create_queue("qi")
         self.broker.create_queue("q")
         self.broker.create_service("svc_i", "qi")
@@ -69,3 +76,18 @@ class Sbroker(System):
 
     def teardown(self) -> None:
         self.broker.close()
+
+
+class SbrokerPostgres(Sbroker):
+    """The same on a fresh database of the suite's PostgreSQL server per run."""
+
+    name = "sbroker (postgres)"
+    servers = ("postgres",)
+    runs = itertools.count(1)
+
+    def durability_note(self, durability: Durability) -> str:
+        return f'durability="{durability}" (synchronous_commit={SYNC[durability]}), fsync=on'
+
+    def target(self, workdir: Path) -> str:
+        server = self.pool.get("postgres")
+        return str(server.create_database(f"bench_sbroker_{next(self.runs)}"))  # type: ignore[attr-defined]

@@ -41,12 +41,17 @@ def _check_path(path: Path, *, create: bool) -> None:
 
 def open_store(target: str | os.PathLike[str], *, durability: str, create: bool = True
                ) -> Store:
-    """The storage backend for ``target``: a SQLite file (path, ``sqlite:///``, ``:memory:``).
-    ``create=False`` refuses a database that does not exist yet."""
+    """The storage backend for ``target``: a SQLite file (path, ``sqlite:///``, ``:memory:``)
+    or a PostgreSQL database (``postgresql://`` or ``postgres://``).  ``create=False``
+    refuses a database that does not exist yet."""
     if str(target).startswith(("postgresql://", "postgres://")):
-        raise InvalidArgumentError(
-            "the PostgreSQL backend is not available yet: use a file path or sqlite:///path"
-        )
+        try:
+            from sbroker.storage.postgres.store import PgStore
+        except ImportError:
+            raise InvalidArgumentError(
+                "the PostgreSQL backend needs psycopg and psycopg_pool: pip install"
+                " 'sbroker[postgres]'") from None
+        return PgStore(str(target), durability=durability, create=create)
     path, temporary = parse_target(target)
     if not temporary:
         _check_path(path, create=create)

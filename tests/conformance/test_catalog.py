@@ -8,6 +8,7 @@ import sbroker
 from sbroker import (
     Activation,
     Broker,
+    DatabaseError,
     DuplicateError,
     InvalidArgumentError,
     NotFoundError,
@@ -127,7 +128,7 @@ def test_ddl_from_another_broker_object_is_seen(db_path) -> None:  # type: ignor
 def test_unknown_open_option_and_backend_are_clear_errors(tmp_path) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(InvalidArgumentError, match="durabilty"):
         Broker.open(tmp_path / "x.db", durabilty="full")
-    with pytest.raises(InvalidArgumentError, match="PostgreSQL"):
-        Broker.open("postgresql://localhost/db")
+    with pytest.raises(DatabaseError, match=r"cannot reach PostgreSQL at 127.0.0.1:1 \(conn"):
+        Broker.open("postgresql://127.0.0.1:1/db")
     with pytest.raises(InvalidArgumentError, match="durability"):
         Broker.open(tmp_path / "y.db", durability="maybe")

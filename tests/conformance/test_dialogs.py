@@ -285,21 +285,6 @@ def test_application_statements_commit_and_roll_back_with_the_broker(pair: Broke
     assert len(pair.peek("TargetQueue")) == 1
 
 
-def test_a_second_transaction_in_the_thread_of_a_held_one_gets_a_clear_error(
-        pair: Broker) -> None:
-    with pair.transaction() as tx:
-        tx.execute("CREATE TABLE t (x)")
-    outer = pair.transaction()
-    outer.execute("INSERT INTO t VALUES (1)")  # holds the write lock until it ends
-    with pytest.raises(sbroker.TransactionStateError, match="write lock"), \
-            pair.transaction() as inner:
-        inner.begin_dialog("InitService", "TargetService")
-    outer.commit()
-    with pair.transaction() as tx:  # the lock is free again
-        tx.begin_dialog("InitService", "TargetService")
-    assert pair.view("t") == [{"x": 1}]
-
-
 def test_send_after_end_on_a_conversation_of_an_earlier_transaction(pair: Broker) -> None:
     """SEND checks this transaction's own view of an endpoint it only knew from a snapshot."""
     with pair.transaction() as tx:

@@ -144,27 +144,3 @@ def test_a_body_failing_validation_among_many_sends(pair: sbroker.Broker) -> Non
         tx.send(hs[0], "J", b"not json")
         tx.send(hs[0], "J", b"[4]")
     assert e.value.number == 8429
-
-
-def test_a_sender_removed_and_its_rowid_reused_before_commit(pair: sbroker.Broker) -> None:
-    """The commit finds its senders by the rowid their statements saw: a row that is now
-    another endpoint's is not taken for the sender (which is gone: 8426)."""
-    _, targets = _open(pair)  # the targets have the highest rowids
-    rowid = _rowids(pair)
-    tx = pair.transaction()
-    tx.send(targets[1:], "DEFAULT", b"back")
-    with pair.transaction() as other:
-        other.end_conversation(targets[-1], cleanup=True)
-    with pair.transaction() as other:  # takes the freed rowid, and is conversing
-        reuse = other.begin_dialog("InitService", "TargetService")
-        other.send(reuse, "DEFAULT", b"first")
-    assert _rowids(pair)[reuse] == rowid[targets[-1]]
-    with pytest.raises(sbroker.CommitConflictError) as e:
-        tx.commit()
-    assert e.value.number == 8426
-    assert sorted(m.text() for m in _drain(pair)) == ["first"]
-
-
-def _rowids(broker: sbroker.Broker) -> dict[str, int]:
-    with broker.transaction() as tx:
-        return dict(tx.execute("SELECT handle, conv_order FROM sb_endpoints").fetchall())

@@ -219,8 +219,41 @@ def activate_hold(b: sbroker.Broker, queue: str) -> None:
     order()
 
 
+def start_broker(b: sbroker.Broker) -> None:
+    """Start the broker's services (timers, lifetimes, activation); say ``started``; run
+    until told to stop."""
+    b.start()
+    say("started", {"pid": os.getpid(), "session": b.session_id})
+    order()
+
+
+def executor(b: sbroker.Broker, readers: str) -> None:
+    """Install the scheduler's executor (Python tasks run without Spark), start the broker,
+    say ``started``; run until told to stop."""
+    from sbroker.apps.spark import StubRunner
+
+    b.use_executor_runner(StubRunner())
+    b.install_executor(max_queue_readers=int(readers))
+    start_broker(b)
+
+
+def barrier_task(spark: Any, folder: str, count: int) -> dict[str, Any]:
+    """A scheduler task (run by ``executor`` children): note this process in ``folder``, then
+    wait until ``count`` processes run one (a deadline of 60 s); which process ran it."""
+    me = f"{os.getpid()}"
+    open(os.path.join(folder, f"{me}-{threading.get_ident()}"), "w").close()
+    deadline = time.monotonic() + 60
+    while len({name.split("-")[0] for name in os.listdir(folder)}) < count:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"only {os.listdir(folder)} started")
+        time.sleep(0.01)
+    return {"pid": os.getpid()}
+
+
 COMMANDS = {
     "activate-hold": activate_hold,
+    "start-broker": start_broker,
+    "executor": executor,
     "close-while-waiting": close_while_waiting,
     "send-n": lambda b, n: send_n(b, int(n)),
     "send-batches": lambda b, size: send_batches(b, int(size)),
@@ -236,10 +269,16 @@ COMMANDS = {
 
 def main() -> None:
     command, db, *args = sys.argv[1:]
-    b = sbroker.Broker.open(db, durability=os.environ.get("SBROKER_DURABILITY", "normal"))
-    # Children mark every received row and sweep often, so that processes' marks and sweeps
-    # interleave (consumed.py).
-    b.db.sweeper.dense, b.db.sweeper.every_commits = 0, 3
+    if "SBROKER_RECHECK" in os.environ:  # waiters' safety-net poll (engine/notify.py)
+        from sbroker.engine import notify
+
+        notify.RECHECK_SECONDS = float(os.environ["SBROKER_RECHECK"])
+    b = sbroker.Broker.open(db, durability=os.environ.get("SBROKER_DURABILITY", "normal"),
+                            monitor_interval=float(os.environ.get("SBROKER_MONITOR", "5")))
+    if b.dialect == "sqlite":
+        # Children mark every received row and sweep often, so that processes' marks and
+        # sweeps interleave (consumed.py).
+        b.db.sweeper.dense, b.db.sweeper.every_commits = 0, 3
     try:
         COMMANDS[command](b, *args)
     finally:

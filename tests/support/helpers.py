@@ -57,10 +57,13 @@ def bodies(messages: list[sbroker.Message]) -> list[str]:
 
 def table_counts(b: sbroker.Broker) -> dict[str, int]:
     """Row counts of the engine's per-conversation tables (what must not accumulate)."""
+    # Group locks are rows on SQLite, advisory locks (seen through a view) on PostgreSQL.
+    locks = "sb_group_locks" if b.dialect == "sqlite" else "sb_held_groups"
+    tables = {t: t for t in ("sb_endpoints", "sb_messages", "sb_transmission_queue")}
     with b.db.connection() as conn:
         return {
-            t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-            for t in ("sb_endpoints", "sb_messages", "sb_transmission_queue", "sb_group_locks")
+            name: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+            for name, t in {**tables, "sb_group_locks": locks}.items()
         }
 
 
@@ -146,10 +149,12 @@ class Holder:
 class Child:
     """A helper process (``child.py``) on the same database file, driven line by line."""
 
-    def __init__(self, *args: object, durability: str = "normal") -> None:
+    def __init__(self, *args: object, durability: str = "normal",
+                 monitor_interval: float = 5.0, env: dict[str, str] | None = None) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, str(CHILD), *map(str, args)],
-            env={**os.environ, "SBROKER_DURABILITY": durability},
+            env={**os.environ, "SBROKER_DURABILITY": durability,
+                 "SBROKER_MONITOR": str(monitor_interval), **(env or {})},
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True, bufsize=1,
         )

@@ -11,7 +11,8 @@ import importlib
 
 import click
 
-DB_HELP = "Broker database: a file path or sqlite:///path (env SBROKER_DB)."
+DB_HELP = ("Broker database: a file path, sqlite:///path or postgresql://user:pass@host/db"
+           " (env SBROKER_DB).")
 
 COMMAND_MODULES = (
     "messages",   # init, send, receive, peek

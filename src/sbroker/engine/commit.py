@@ -28,17 +28,46 @@ def senders(ops: list[Op], eps: dict[str, Endpoint]) -> dict[str, int]:
     return seen
 
 
+def conversations(ops: list[Op], eps: dict[str, Endpoint]) -> list[str]:
+    """The existing conversations ``ops`` change, sorted (BEGIN DIALOG makes a new one)."""
+    out: set[str] = set()
+    for op in ops:
+        if isinstance(op, Send):
+            out.update(eps[h].conversation_id for h in op.handles)
+        elif not isinstance(op, Begin):
+            out.add(eps[op.handle].conversation_id)
+    return sorted(out)
+
+
 def apply_ops(engine: Engine, ctx: Context, ops: list[Op], eps: dict[str, Endpoint],
               sent: dict[str, int]) -> None:
-    """Apply ``ops`` on ``ctx.conn`` (inside the commit's write transaction)."""
+    """Apply ``ops`` on ``ctx.conn`` (inside the commit's write transaction).
+
+    First the conversations they change are locked (``lock_conversations``): on PostgreSQL
+    commits of many hosts run at once, and two must not read and write one conversation's
+    sequence numbers and state at the same time; SQLite's single writer makes that a no-op.
+    Every read below comes after the lock, so it sees what the previous holder committed.
+    The catalog version comes with the lock: DDL since the statements ran rechecks them."""
     conn = ctx.conn
-    if ops and catalog.current_version(conn) != ctx.catalog.version:
-        # DDL since the statements ran: check the sends against what is true now (a commit
-        # that only receives uses no catalog).
-        ctx.catalog = engine.catalogs.get(conn)
-        _recheck_sends(ctx, ops, eps)
+    changed = conversations(ops, eps)
+    # The lock's row is the catalog version, read after the senders' prefetch was sent: on
+    # PostgreSQL the lock, the prefetch and BEGIN go in one round trip.
+    lock = conn.execute(conn.sql.lock_conversations, (conn.ids(changed),)) if changed else None
     if sent:
         dialogs.prefetch_senders(ctx, sent)
+    if lock is not None:
+        row = lock.fetchone()
+        assert row is not None
+        version = str(row[0])
+    else:
+        version = catalog.current_version(conn) if ops else ctx.catalog.version
+    if version != ctx.catalog.version:
+        # DDL since the statements ran: check the sends against what is true now (a commit
+        # that only receives uses no catalog), and prefetch for that catalog.
+        ctx.catalog = engine.catalogs.get(conn)
+        _recheck_sends(ctx, ops, eps)
+        if sent:
+            dialogs.prefetch_senders(ctx, sent)
     send = dialogs.send_user_message
     for op in ops:
         if type(op) is Send:  # the common case first, unpacked as the tuple it is

@@ -57,7 +57,8 @@ def _direct(ctx: Context, sender_queue: int, far_service: str,
 
 def prefetch_senders(ctx: Context, senders: dict[str, int]) -> None:
     """Read the sender rows of a commit's SENDs in one statement instead of one each (two
-    when some cannot take the fast path from their first message: those are read whole).
+    when some cannot take the fast path from their first message: those are read whole; a
+    single one that cannot is read by send_user_message).
     ``senders``: handle -> its rowid when the statement ran (a row since deleted, or its
     rowid reused, is only not found here).
 
@@ -65,7 +66,8 @@ def prefetch_senders(ctx: Context, senders: dict[str, int]) -> None:
     touched by this commit (send_user_message checks); otherwise the row is read again.
     """
     ctx.ready.clear()
-    if len(senders) < 2:
+    ctx.pre = {}
+    if not senders:
         return
     whole = dict.fromkeys(senders)
     direct: dict[tuple[int, str, str | None], bool] = {}  # for this commit's catalog and now

@@ -103,6 +103,10 @@ def queue_info(broker: Any, name: str) -> QueueInfo:
     """The queue ``name`` (NotFoundError if there is none)."""
     if not isinstance(name, str) or not name:
         raise InvalidArgumentError(f"a queue name is a non-empty string, got {name!r}")
+    if broker.dialect != "sqlite":
+        raise InvalidArgumentError(
+            f"Spark streams read SQLite broker databases only for now, not {broker.dialect}: "
+            "give the data source a SQLite file")
     with broker.db.read() as conn:
         row = conn.execute(sql(broker)["queue_by_name"], (name,)).fetchone()
     if row is None:

@@ -12,7 +12,7 @@ import pytest
 from support.helpers import Child, begin_and_send, bodies, make_pair, table_counts
 
 from sbroker import Broker
-from sbroker.storage.sqlite import store as store_module
+from sbroker.storage import reaper as reaper_module
 
 
 @pytest.fixture
@@ -117,7 +117,7 @@ def test_a_receive_that_finds_a_dead_process_s_lock_reaps_it_in_its_own_write(
     """The first attempt of a RECEIVE runs inside the writer's transaction; the dead
     session it finds is dropped in that transaction (asking the writer for another one from
     inside it would wait for itself)."""
-    monkeypatch.setattr(store_module, "REAP_INTERVAL", 0.0)  # every look may reap
+    monkeypatch.setattr(reaper_module, "REAP_INTERVAL", 0.0)  # every look may reap
     with Broker.open(pair_file) as b:
         begin_and_send(b, "m1")
         child = spawn("hold-receive", pair_file, "TargetQueue")

@@ -16,6 +16,7 @@ import datetime as dt
 import json
 import logging
 import os
+import socket
 import threading
 import traceback
 from collections import Counter
@@ -97,7 +98,8 @@ def executor_procedure(ctx: Any) -> None:
     broker: BrokerAPI = ctx.broker
     state = executor_state(broker)
     recover_dead_tasks(broker)
-    worker = f"{os.getpid()}:{threading.current_thread().name}"
+    # The host first: executors of several hosts may serve one database (SPEC §10).
+    worker = f"{socket.gethostname()}:{os.getpid()}:{threading.current_thread().name}"
     serve(broker, state, worker, wait=IDLE_SECONDS, stopping=getattr(ctx, "stopping", None),
           on_task=getattr(ctx, "request_reader", None))
 

@@ -8,9 +8,9 @@ import contextlib
 import logging
 import sqlite3
 import threading
-import time
 from collections.abc import Callable, Iterator
-from typing import Any
+
+from sbroker.storage.subscribers import Subscribers
 
 log = logging.getLogger("sbroker.storage")
 
@@ -30,8 +30,7 @@ class DataVersionFeed:
     def __init__(self, connect: Callable[[], sqlite3.Connection]) -> None:
         self._connect = connect
         self._lock = threading.Lock()
-        # [callback, least seconds between two calls, when last called, a change not told]
-        self._subscribers: list[list[Any]] = []
+        self._subscribers = Subscribers()
         self._watchers = 0
         self._thread: threading.Thread | None = None
         self._closed = False
@@ -41,8 +40,7 @@ class DataVersionFeed:
     def subscribe(self, on_change: Callable[[], None], *, min_interval: float = 0.0) -> None:
         """Call ``on_change`` after other connections commit, at most every
         ``min_interval`` seconds (a change within the interval is told at its end)."""
-        with self._lock:
-            self._subscribers.append([on_change, min_interval, float("-inf"), False])
+        self._subscribers.subscribe(on_change, min_interval=min_interval)
 
     @contextlib.contextmanager
     def watch(self) -> Iterator[None]:
@@ -60,19 +58,7 @@ class DataVersionFeed:
 
     def _changed(self, changed: bool = True) -> None:
         """Tell the subscribers (``changed``: a new change; else only those owed one)."""
-        now = time.monotonic()
-        due = []
-        with self._lock:
-            for entry in self._subscribers:
-                entry[3] = entry[3] or changed
-                if entry[3] and now - entry[2] >= entry[1]:
-                    entry[2], entry[3] = now, False
-                    due.append(entry[0])
-        for fn in due:
-            try:
-                fn()
-            except Exception:  # a subscriber's failure must not stop the feed
-                log.exception("change feed subscriber failed")
+        self._subscribers.tell(changed)
 
     def _poll(self) -> None:
         try:

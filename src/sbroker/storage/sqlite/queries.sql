@@ -259,6 +259,13 @@ INSERT INTO sb_event_notifications(name, queue_id, event, to_service) VALUES (?,
 -- Endpoint rows are read as the fields of engine.endpoints.Endpoint, in that order.
 -- ---------------------------------------------------------------------------------------
 
+-- name: lock_conversations
+-- A commit that changes conversations locks them first on PostgreSQL (two hosts must not
+-- number one conversation at once); here the group-commit writer already runs one commit
+-- at a time, so there is nothing to lock. Returns the catalog version (the commit checks
+-- it). Params: the conversation ids (JSON).
+SELECT value FROM sb_meta WHERE key = 'catalog_version' AND ? IS NOT NULL
+
 -- name: endpoint_by_handle
 SELECT conv_order, handle, conversation_id, is_initiator, group_id, queue_id, service,
     far_service, far_broker_instance, contract, state, priority, send_seq, receive_seq,

@@ -7,14 +7,13 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 from sbroker.storage.ports import Connection
 from sbroker.storage.queries import Queries
+from sbroker.storage.reaper import Reaper
 from sbroker.storage.sqlite.changefeed import DataVersionFeed
 from sbroker.storage.sqlite.checkpoint import Checkpointer
 from sbroker.storage.sqlite.connection import SQL, SqliteConnection
@@ -23,8 +22,6 @@ from sbroker.storage.sqlite.liveness import PidLiveness
 from sbroker.storage.sqlite.locks import SqliteTxStorage
 from sbroker.storage.sqlite.sweeper import Sweeper
 from sbroker.storage.sqlite.writer import Writer
-
-REAP_INTERVAL = 1.0  # seconds between two looks for dead sessions (unless forced)
 
 
 class SqliteStore:
@@ -46,8 +43,7 @@ class SqliteStore:
         self.commit_path = self.writer
         self.feed = DataVersionFeed(self.connector.connect)
         self.liveness = PidLiveness(self.connector.read)
-        self._last_reap = 0.0
-        self._reap_lock = threading.Lock()
+        self._reaper = Reaper(self.liveness, self.drop_sessions, self.feed._changed)
 
     # -- connections ----------------------------------------------------------------------------
     def read(self) -> Any:
@@ -92,20 +88,13 @@ class SqliteStore:
         REAP_INTERVAL unless ``force``); how many.  Tells the change feed's subscribers.
         ``within``: the writer's connection, when called inside one of its transactions (the
         rows go in that transaction: the writer cannot be asked for another meanwhile)."""
-        with self._reap_lock:
-            now = time.monotonic()
-            if not force and now - self._last_reap < REAP_INTERVAL:
-                return 0
-            self._last_reap = now
-        dead = self.liveness.dead(own)
-        if not dead:
-            return 0
-        if within is not None:
+        if within is None:
+            return self._reaper.reap(own, force=force)
+
+        def drop(dead: Sequence[int]) -> None:
             within.execute(within.sql.drop_sessions, (SqliteConnection.ids(dead),))
-        else:
-            self.drop_sessions(dead)
-        self.feed._changed()  # their locks are gone: waiters look again
-        return len(dead)
+
+        return self._reaper.reap(own, force=force, drop=drop)
 
     def drop_sessions(self, sessions: Sequence[int]) -> None:
         """Delete the rows of these sessions: their group locks, activation rows, sessions."""

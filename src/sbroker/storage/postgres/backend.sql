@@ -1,0 +1,76 @@
+-- The PostgreSQL backend's own statements (the engine's are in queries.sql): schema
+-- versions, sessions and their liveness, the change feed, received rows leaving a queue.
+
+-- name: has_schema
+SELECT to_regclass('sb_migrations') IS NOT NULL
+
+-- name: schema_version
+SELECT coalesce(max(version), 0) FROM sb_migrations
+
+-- name: lock_migrations
+-- Processes that open a new database at once migrate it one after the other.
+SELECT pg_advisory_xact_lock(1396834308, 0)
+
+-- name: record_migration
+INSERT INTO sb_migrations(version) VALUES (%s)
+
+-- name: where_am_i
+SELECT current_database(), current_schema(), current_user
+
+-- name: lock_session
+-- A session holds this lock on its own connection while it lives (liveness.py).
+SELECT pg_try_advisory_lock(1396834307, mod(%s::bigint, 2147483647)::integer)
+
+-- name: heartbeat
+-- Returns whether other sessions have the database open (else nobody needs our NOTIFYs).
+-- Params: session, session.
+UPDATE sb_sessions SET heartbeat_at = clock_timestamp() WHERE session_id = %s
+RETURNING EXISTS (SELECT 1 FROM sb_sessions o WHERE o.session_id <> %s)
+
+-- name: reregister_session
+-- A live session whose row was reaped while it could not reach the server (a long restart)
+-- comes back under its own id.
+INSERT INTO sb_sessions(session_id, pid, start_token, host, opened_at)
+OVERRIDING SYSTEM VALUE VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING
+
+-- name: dead_sessions
+-- Sessions (other than the caller's) that hold no session lock and have not beaten for
+-- ``grace`` seconds. Params: own session, grace.
+SELECT s.session_id FROM sb_sessions s
+WHERE s.session_id <> %s AND s.heartbeat_at < clock_timestamp() - make_interval(secs => %s)
+    AND NOT EXISTS (SELECT 1 FROM sb_advisory_locks l WHERE l.ns = 1396834307
+                    AND l.key = mod(s.session_id, 2147483647)::integer)
+
+-- name: session_alive
+-- Whether a session is registered and holds its lock (or beat within ``grace`` seconds).
+SELECT EXISTS (SELECT 1 FROM sb_sessions s WHERE s.session_id = %s
+    AND (s.heartbeat_at >= clock_timestamp() - make_interval(secs => %s)
+         OR EXISTS (SELECT 1 FROM sb_advisory_locks l WHERE l.ns = 1396834307
+                    AND l.key = mod(s.session_id, 2147483647)::integer)))
+
+-- name: consume
+-- Received rows leave their queue at commit, counted. Params: {"queuing order": "message
+-- id", ...} (JSON), queue.
+SELECT sb_consume(%s::jsonb, %s::integer)
+
+-- name: listen
+LISTEN sbroker
+
+-- name: notify
+-- Tell every session of the database that this one committed (payload: its session id).
+SELECT pg_notify('sbroker', %s)
+
+-- name: holds_group
+-- Whether this backend holds the group's lock (a RECEIVE of a given group that took nothing).
+SELECT EXISTS (SELECT 1 FROM sb_held_groups WHERE key = sb_key(%s) AND pid = pg_backend_pid())
+
+-- name: set_send_seqs_bulk
+-- The engine's set_send_seq for many rows: a JSON array of [send_seq, conv_order].
+UPDATE sb_endpoints e SET send_seq = (j.value ->> 0)::bigint
+FROM jsonb_array_elements(%s::jsonb) j WHERE e.conv_order = (j.value ->> 1)::bigint
+
+-- name: retain_received_bulk
+-- The engine's retain_received for many rows: a JSON array of [queuing_order, message_id].
+UPDATE sb_messages m SET status = 0
+FROM jsonb_array_elements(%s::jsonb) j
+WHERE m.queuing_order = (j.value ->> 0)::bigint AND m.message_id = j.value ->> 1

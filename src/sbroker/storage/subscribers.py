@@ -1,0 +1,42 @@
+"""The subscribers of a change feed (both backends' ``ChangeFeed.subscribe``): callbacks told
+that another process committed, each at most every ``min_interval`` seconds (a change inside
+the interval is told at its end, when the feed looks again)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger("sbroker.storage")
+
+
+class Subscribers:
+    """Thread-safe; callbacks run in the thread that calls :meth:`tell`."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        # [callback, least seconds between two calls, when last called, a change not told]
+        self._entries: list[list[Any]] = []
+
+    def subscribe(self, on_change: Callable[[], None], *, min_interval: float = 0.0) -> None:
+        with self._lock:
+            self._entries.append([on_change, min_interval, float("-inf"), False])
+
+    def tell(self, changed: bool = True) -> None:
+        """Call the subscribers (``changed``: a new change; else only those owed one)."""
+        now = time.monotonic()
+        due = []
+        with self._lock:
+            for entry in self._entries:
+                entry[3] = entry[3] or changed
+                if entry[3] and now - entry[2] >= entry[1]:
+                    entry[2], entry[3] = now, False
+                    due.append(entry[0])
+        for fn in due:
+            try:
+                fn()
+            except Exception:  # a subscriber's failure must not stop the feed
+                log.exception("change feed subscriber failed")

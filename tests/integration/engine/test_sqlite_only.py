@@ -1,0 +1,71 @@
+"""Behaviour that exists only on SQLite, moved out of the conformance suite (which runs on
+every backend):
+
+- SQLite has one writer: a transaction that ran a write statement holds it, so a second
+  transaction in the same thread would wait for itself forever; it gets a clear error
+  instead.  PostgreSQL locks rows, and that second transaction simply runs.
+- SQLite reuses the highest rowid after a delete, so a commit that finds its senders by
+  rowid must not take a new endpoint for a deleted one.  PostgreSQL's identity columns never
+  reuse a value.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import sbroker
+from sbroker import Broker
+
+
+def _rowids(broker: Broker) -> dict[str, int]:
+    with broker.transaction() as tx:
+        return dict(tx.execute("SELECT handle, conv_order FROM sb_endpoints").fetchall())
+
+
+def _targets(pair: Broker, count: int) -> list[str]:
+    """``count`` conversations whose target endpoints exist (their first message received)."""
+    with pair.transaction() as tx:
+        inits = [tx.begin_dialog("InitService", "TargetService") for _ in range(count)]
+        tx.send(inits, "DEFAULT", b"hello")
+    targets = []
+    with pair.transaction() as tx:
+        for _ in range(count):
+            [msg] = tx.receive("TargetQueue", top=1)
+            targets.append(msg.conversation_handle)
+    return targets
+
+
+def test_a_sender_removed_and_its_rowid_reused_before_commit(pair: Broker) -> None:
+    """The commit finds its senders by the rowid their statements saw: a row that is now
+    another endpoint's is not taken for the sender (which is gone: 8426)."""
+    targets = sorted(_targets(pair, 3), key=_rowids(pair).__getitem__)
+    rowid = _rowids(pair)
+    tx = pair.transaction()
+    tx.send(targets[1:], "DEFAULT", b"back")
+    with pair.transaction() as other:
+        other.end_conversation(targets[-1], cleanup=True)
+    with pair.transaction() as other:  # takes the freed rowid, and is conversing
+        reuse = other.begin_dialog("InitService", "TargetService")
+        other.send(reuse, "DEFAULT", b"first")
+    assert _rowids(pair)[reuse] == rowid[targets[-1]]
+    with pytest.raises(sbroker.CommitConflictError) as e:
+        tx.commit()
+    assert e.value.number == 8426
+    with pair.transaction() as tx:
+        got = tx.receive("TargetQueue") + tx.receive("InitQueue")
+    assert [m.text() for m in got] == ["first"]
+
+
+def test_a_second_transaction_in_the_thread_of_a_held_one_gets_a_clear_error(
+        pair: Broker) -> None:
+    with pair.transaction() as tx:
+        tx.execute("CREATE TABLE t (x INTEGER)")
+    outer = pair.transaction()
+    outer.execute("INSERT INTO t VALUES (1)")  # holds the write lock until it ends
+    with pytest.raises(sbroker.TransactionStateError, match="write lock"), \
+            pair.transaction() as inner:
+        inner.begin_dialog("InitService", "TargetService")
+    outer.commit()
+    with pair.transaction() as tx:  # the lock is free again
+        tx.begin_dialog("InitService", "TargetService")
+    assert pair.view("t") == [{"x": 1}]

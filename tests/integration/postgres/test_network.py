@@ -1,0 +1,77 @@
+"""Two broker databases on PostgreSQL talking over TCP (SPEC §7 on the PostgreSQL backend):
+a dialog both ways, fragments of a large message, the end of the conversation on both sides."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from support.postgres import RunServer
+
+import sbroker
+from sbroker import Broker
+
+SECRET = "postgres network secret"
+FAST = {"retry_initial": 0.2, "retry_max": 2.0}
+
+
+def _node(url: str, services: dict[str, list[str]]) -> Broker:
+    b = Broker.open(url)
+    b.create_queue("q")
+    for service, contracts in services.items():
+        b.create_service(service, "q", contracts)
+    b.create_endpoint(port=0, secret=SECRET, encryption="disabled", fragment_size=1024,
+                      **FAST)
+    b.start()
+    return b
+
+
+@pytest.fixture
+def nodes(postgres: RunServer) -> Iterator[tuple[Broker, Broker]]:
+    urls = [postgres.new_database(), postgres.new_database()]
+    a = _node(urls[0], {"A": []})
+    b = _node(urls[1], {"B": ["DEFAULT"]})
+    try:
+        yield a, b
+    finally:
+        a.close()
+        b.close()
+        for url in urls:
+            postgres.drop(url)
+
+
+def _receive(b: Broker, count: int) -> list[sbroker.Message]:
+    got: list[sbroker.Message] = []
+    for _ in range(60):
+        with b.transaction() as tx:
+            got += tx.receive("q", timeout=0.5)
+        if len(got) >= count:
+            break
+    return got
+
+
+def test_a_dialog_between_two_postgresql_databases(nodes: tuple[Broker, Broker]) -> None:
+    a, b = nodes
+    assert a.network.address is not None and b.network.address is not None
+    a.create_route("to-b", "B", f"tcp://127.0.0.1:{b.network.address[1]}",
+                   broker_instance=b.broker_instance)
+    b.create_route("to-a", "A", f"tcp://127.0.0.1:{a.network.address[1]}",
+                   broker_instance=a.broker_instance)
+    big = "x" * 5000  # five fragments
+    with a.transaction() as tx:
+        handle = tx.begin_dialog("A", "B", broker_instance=b.broker_instance)
+        for i in range(20):
+            tx.send(handle, body=f"m{i}")
+        tx.send(handle, body=big)
+    got = _receive(b, 21)
+    assert [m.text() for m in got] == [f"m{i}" for i in range(20)] + [big]
+    with b.transaction() as tx:
+        tx.send(got[0].conversation_handle, body="reply")
+        tx.end_conversation(got[0].conversation_handle)
+    back = _receive(a, 2)
+    assert [m.message_type_name for m in back] == ["DEFAULT", sbroker.END_DIALOG]
+    assert back[0].text() == "reply"
+    with a.transaction() as tx:
+        tx.end_conversation(handle)
+    assert a.view("transmission_queue") == [] or all(
+        r["transmission_status"] == "" for r in a.view("transmission_queue"))
