@@ -249,8 +249,10 @@ class Writer:
         """Run ``fn(conn)`` inside a write transaction; its result, or its exception.
 
         ``lazy``: ``fn`` changes nothing but lazy locks (and may leave the transaction open).
+
+        Uncontended (no leader, nothing queued) the caller leads at once with no queue item:
+        the same transaction as a batch of one, without the bookkeeping of followers.
         """
-        item: _Item[T] = _Item(fn, durable, lazy)
         mutex = self._mutex
         with mutex:
             if self._holder == threading.get_ident():
@@ -258,7 +260,19 @@ class Writer:
                     "another transaction in this thread holds the write lock (it ran a write "
                     "statement with execute): commit or roll it back first"
                 )
-            self._queue.append(item)
+            alone = not self._leading and not self._queue
+            if alone:
+                self._leading = True
+            else:
+                item: _Item[T] = _Item(fn, durable, lazy)
+                self._queue.append(item)
+        if alone:
+            try:
+                return self._run_alone(fn, durable, lazy)
+            finally:
+                with mutex:
+                    self._leading = False
+                    self._hand_off()
         while True:
             with mutex:
                 if item.state == 2:
@@ -299,7 +313,64 @@ class Writer:
             raise item.error
         return item.result  # type: ignore[return-value]
 
+    def _run_alone(self, fn: Callable[[SqliteConnection], T], durable: bool, lazy: bool) -> T:
+        """One item in a transaction of its own (call as the leader): its result, or its
+        exception, the transaction rolled back."""
+        conn = self._connection(lazy or durable)  # see _commit for the safety level
+        if not self._open:
+            conn.execute("BEGIN IMMEDIATE")
+        try:
+            result = fn(conn)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            self._open = False
+            self._releasing.clear()
+            self._protect_lazy(conn)
+            raise
+        if lazy and self._lazy:
+            self._keep_open()
+            return result
+        self._commit_batch(conn)
+        self.items += 1
+        return result
+
+    def _keep_open(self) -> None:
+        """Leave the lazy write transaction open (its timer commits it if nobody does)."""
+        if not self._open:
+            self._open = True
+            self._opened_at = time.monotonic()
+            self._ensure_timer()
+            self._wake.set()
+
+    def _commit_batch(self, conn: SqliteConnection) -> None:
+        """Write the lazy locks and COMMIT; on failure roll back (keeping in-memory locks
+        protected) and raise."""
+        try:
+            self._materialize(conn)
+            conn.execute("COMMIT")
+            self._lazy.clear()
+        except BaseException:
+            self._releasing.clear()
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            self._open = False
+            with contextlib.suppress(sqlite3.Error):
+                self._protect_lazy(conn)
+            raise
+        self._open = False
+        self._releasing.clear()
+        self.batches += 1
+        self._on_commit()
+
     def _commit(self, batch: list[_Item[Any]]) -> None:
+        if len(batch) == 1:
+            it = batch[0]
+            try:
+                it.result = self._run_alone(it.fn, it.durable, it.lazy)
+            except BaseException as exc:
+                it.error = exc
+            self._finish(batch, None)
+            return
         lazy = all(it.lazy for it in batch)
         try:
             # A lazy transaction starts at the configured safety level: whatever joins it
@@ -310,55 +381,28 @@ class Writer:
         except BaseException as exc:
             self._finish(batch, exc)
             return
-        alone = len(batch) == 1
         for it in batch:
             try:
-                if alone:
+                conn.execute("SAVEPOINT sb_item")
+                try:
                     it.result = it.fn(conn)
-                else:
-                    conn.execute("SAVEPOINT sb_item")
-                    try:
-                        it.result = it.fn(conn)
-                    except BaseException:
-                        conn.execute("ROLLBACK TO sb_item")
-                        raise
-                    finally:
-                        conn.execute("RELEASE sb_item")
+                except BaseException:
+                    conn.execute("ROLLBACK TO sb_item")
+                    raise
+                finally:
+                    conn.execute("RELEASE sb_item")
             except BaseException as exc:  # the item's own failure: only it is undone
                 it.error = exc
-                if alone:
-                    conn.execute("ROLLBACK")
-                    self._open = False
-                    self._releasing.clear()
-                    self._protect_lazy(conn)
-                    self._finish(batch, None)
-                    return
         if lazy and self._lazy:
-            if not self._open:
-                self._open = True
-                self._opened_at = time.monotonic()
-                self._ensure_timer()
-                self._wake.set()
+            self._keep_open()
             self._finish(batch, None)
             return
         try:
-            self._materialize(conn)
-            conn.execute("COMMIT")
-            self._lazy.clear()
+            self._commit_batch(conn)
         except BaseException as exc:
-            self._releasing.clear()
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            self._open = False
-            with contextlib.suppress(sqlite3.Error):
-                self._protect_lazy(conn)
             self._finish(batch, exc)
             return
-        self._open = False
-        self._releasing.clear()
-        self.batches += 1
         self.items += len(batch)
-        self._on_commit()
         self._finish(batch, None)
 
     def _finish(self, batch: list[_Item[Any]], error: BaseException | None) -> None:
