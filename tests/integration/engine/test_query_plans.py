@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import sbroker
-from sbroker.storage.sqlite.connection import SQL
+from sbroker.storage.sqlite.connection import BACKEND, SQL
 
 
 def _plan(conn: sqlite3.Connection, sql: str, args: tuple[object, ...]) -> list[str]:
@@ -18,6 +18,7 @@ def _plan(conn: sqlite3.Connection, sql: str, args: tuple[object, ...]) -> list[
 
 @pytest.mark.parametrize(("sql", "args"), [
     (SQL.receive_take_next, (1, "owner", 1)),
+    (BACKEND.receive_take_excluding, (1, "owner", "[1, 2]", '["g"]', 1)),
     (SQL.receive_candidate, (1, 1, "owner", "[]", "[]")),
     (SQL.receive_fetch, ("group", 1)),
     (SQL.receive_fetch_handle, ("group", "handle", 1)),

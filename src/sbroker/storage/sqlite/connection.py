@@ -16,6 +16,7 @@ from typing import Any
 from sbroker.storage.queries import Queries, load
 
 SQL = load("sbroker.storage.sqlite", "queries.sql")
+BACKEND = load("sbroker.storage.sqlite", "backend.sql")  # this backend's own statements
 
 
 class SqliteConnection(sqlite3.Connection):

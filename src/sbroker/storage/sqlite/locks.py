@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sbroker.storage.sqlite.connection import SqliteConnection
+from sbroker.storage.sqlite.connection import BACKEND, SqliteConnection
 
 if TYPE_CHECKING:
     from sbroker.storage.sqlite.store import SqliteStore
@@ -158,22 +158,24 @@ class SqliteTxStorage:
     def take(self, queue_id: int, group: str | None, handle: str | None, limit: int,
              received: Sequence[int], probing: bool) -> list[Row]:
         def attempt(conn: SqliteConnection) -> list[Row]:
-            target, free = group, False
-            if target is None and not received and not self._held_by_others():
-                found = conn.execute(conn.sql.receive_take_next,
-                                     (queue_id, self._owner, limit)).fetchall()
+            if group is None:
+                others = self._held_by_others()
+                if received or others:
+                    ids = conn.ids
+                    found = conn.execute(BACKEND.receive_take_excluding, (
+                        queue_id, self._owner, ids(received) if received else "[]",
+                        ids(others) if others else "[]", limit)).fetchall()
+                else:
+                    found = conn.execute(conn.sql.receive_take_next,
+                                         (queue_id, self._owner, limit)).fetchall()
                 if not found:
                     self._reap_if_held(conn, queue_id)
                 elif not self._lock(conn, queue_id, found[0][3], known_free=True):
                     return []
                 return found
-            if target is None:
-                target = self._next_group(conn, queue_id, received)
-                if target is None:
-                    return []
-                free = True
-            if not self._lock(conn, queue_id, target, known_free=free):
+            if not self._lock(conn, queue_id, group):
                 return []
+            target = group
             if handle:
                 return conn.execute(conn.sql.receive_fetch_handle,
                                     (target, handle, limit)).fetchall()

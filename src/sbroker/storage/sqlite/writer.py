@@ -2,8 +2,9 @@
 
 The first thread to arrive becomes the leader, takes everything queued, and runs it in ONE
 SQLite transaction on a dedicated connection, each piece inside its own SAVEPOINT so that one
-failure rolls back only that piece.  Followers wait and get their result.  Under concurrency
-many broker commits share one SQLite commit (and one fsync with ``durability="full"``).
+failure rolls back only that piece (a lazy piece, below, writes nothing to SQLite and needs
+none).  Followers wait and get their result.  Under concurrency many broker commits share
+one SQLite commit (and one fsync with ``durability="full"``).
 Each follower sleeps on a lock of its own item: the leader wakes exactly the threads whose
 items it finished, and hands the lead to the oldest queued one (a Condition's notify_all woke
 every follower after every batch: see bench/README.md for what that cost).
@@ -382,6 +383,12 @@ class Writer:
             self._finish(batch, exc)
             return
         for it in batch:
+            if it.lazy:  # reads and locks in memory only: nothing of it to undo in SQLite
+                try:
+                    it.result = it.fn(conn)
+                except BaseException as exc:
+                    it.error = exc
+                continue
             try:
                 conn.execute("SAVEPOINT sb_item")
                 try:
