@@ -20,3 +20,7 @@ WHERE group_id = (
     AND status = 1
     AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = sb_messages.queuing_order)
 ORDER BY priority DESC, conv_order, is_timer DESC, msn LIMIT ?
+
+-- name: release_group_locks_of
+-- The lock rows of the transactions (a JSON array of owners) committing in one batch.
+DELETE FROM sb_group_locks WHERE owner IN (SELECT value FROM json_each(?))

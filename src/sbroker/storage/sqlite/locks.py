@@ -190,7 +190,10 @@ class SqliteTxStorage:
         if self.locks:
             still_lazy = self._writer.lazy_release(self._owner)
             if still_lazy < len(self.locks):  # some were written as rows meanwhile
-                conn.execute(conn.sql.release_group_locks, (self._owner,))
+                if self._held:
+                    conn.execute(conn.sql.release_group_locks, (self._owner,))
+                else:  # with the batch's COMMIT, together with other transactions' rows
+                    self._writer.unlock_rows(self._owner)
 
     def commit(self, apply: Callable[[SqliteConnection], None], *, received: bool) -> None:
         def run(conn: SqliteConnection) -> None:

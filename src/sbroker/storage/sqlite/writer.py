@@ -21,6 +21,7 @@ once by its COMMIT therefore costs one SQLite commit, not two.
 from __future__ import annotations
 
 import contextlib
+import json
 import sqlite3
 import threading
 import time
@@ -29,7 +30,7 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from sbroker.core.errors import TransactionStateError
-from sbroker.storage.sqlite.connection import SqliteConnection
+from sbroker.storage.sqlite.connection import BACKEND, SqliteConnection
 
 T = TypeVar("T")
 MAX_BATCH = 256
@@ -100,6 +101,9 @@ class Writer:
         # Groups whose lock was released by a commit still running: observers outside the
         # writer (activation monitors) must see them locked until that COMMIT has landed.
         self._releasing: set[str] = set()
+        # Owners whose lock rows (written by an earlier commit) go with the next COMMIT: one
+        # DELETE per batch instead of one per committing transaction.
+        self._unlock: list[str] = []
         self._closing = False
         self._timer: threading.Thread | None = None
         self._wake = threading.Event()  # set when a lazy transaction opens
@@ -127,12 +131,20 @@ class Writer:
         self._releasing.update(mine)
         return len(mine)
 
+    def unlock_rows(self, owner: str) -> None:
+        """Delete ``owner``'s lock rows with this batch's COMMIT (call inside an item)."""
+        self._unlock.append(owner)
+
     def released(self) -> None:
         """The commit that released locks has ended (committed or not)."""
         self._releasing.clear()
 
     def _materialize(self, conn: SqliteConnection) -> None:
-        """Write the lazy locks as rows (cleared from memory only once COMMIT succeeded)."""
+        """Delete the lock rows released by this batch's items, and write the lazy locks as
+        rows (cleared from memory only once COMMIT succeeded)."""
+        if self._unlock:
+            owners, self._unlock = self._unlock, []
+            conn.execute(BACKEND.release_group_locks_of, (json.dumps(owners),))
         if self._lazy:
             conn.executemany(_INSERT_LOCK, [
                 (g, q, owner, session, at) for g, (q, owner, session, at) in self._lazy.items()
@@ -323,6 +335,7 @@ class Writer:
         try:
             result = fn(conn)
         except BaseException:
+            self._unlock.clear()
             conn.execute("ROLLBACK")
             self._open = False
             self._releasing.clear()
@@ -351,6 +364,7 @@ class Writer:
             conn.execute("COMMIT")
             self._lazy.clear()
         except BaseException:
+            self._unlock.clear()  # their transactions roll back, releasing them again
             self._releasing.clear()
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
@@ -389,12 +403,14 @@ class Writer:
                 except BaseException as exc:
                     it.error = exc
                 continue
+            unlocked = len(self._unlock)
             try:
                 conn.execute("SAVEPOINT sb_item")
                 try:
                     it.result = it.fn(conn)
                 except BaseException:
                     conn.execute("ROLLBACK TO sb_item")
+                    del self._unlock[unlocked:]
                     raise
                 finally:
                     conn.execute("RELEASE sb_item")
