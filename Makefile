@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: setup chromium run demo test lint bench bench-quick clean
+.PHONY: setup chromium run demo stream test lint bench bench-quick clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -26,6 +26,9 @@ run: setup
 
 demo: setup
 	$(BIN)/sbroker --db out/demo.db demo
+
+stream: setup
+	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python examples/stream_pipeline.py
 
 test: setup chromium
 	$(BIN)/ruff check src tests bench tools

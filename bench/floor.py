@@ -171,7 +171,7 @@ def sbroker_w1_receive(path: Path, n: int) -> dict[str, float]:
         def run() -> None:
             for _ in range(n):
                 conn.execute("BEGIN IMMEDIATE")
-                rows = conn.execute(SQL.receive_take_next, (queue_id, "me", 1)).fetchall()
+                rows = conn.execute(SQL.receive_take_next, (queue_id, queue_id, "me", 1)).fetchall()
                 sweeper.consume(conn, [(rows[0][2], rows[0][11])], queue_id)
                 conn.execute("COMMIT")
 

@@ -25,6 +25,7 @@ from sbroker.core.errors import (
     InvalidArgumentError,
     NotFoundError,
     QueueDisabledError,
+    QueueStreamedError,
     TransactionStateError,
 )
 from sbroker.core.messages import (
@@ -60,6 +61,7 @@ __all__ = [
     "NotFoundError",
     "PythonTask",
     "QueueDisabledError",
+    "QueueStreamedError",
     "Scheduler",
     "SparkConfig",
     "SparkSQL",

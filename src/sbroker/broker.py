@@ -15,7 +15,7 @@ from sbroker.core.clock import SYSTEM_CLOCK, Clock
 from sbroker.core.errors import DatabaseError, InvalidArgumentError
 from sbroker.core.priority import ANY
 from sbroker.engine import catalog as ddl
-from sbroker.engine import definitions
+from sbroker.engine import definitions, streams
 from sbroker.engine.engine import Engine
 from sbroker.engine.listeners import Listeners
 from sbroker.engine.transaction import Transaction
@@ -395,3 +395,6 @@ class Broker:
         from sbroker.apps.scheduler import Scheduler
 
         return Scheduler(self, name, max_concurrency=max_concurrency, priority=priority)
+
+
+streams.set_opener(Broker.open)  # Spark's workers open a broker by URL (engine/streams.py)

@@ -10,14 +10,18 @@ import json
 import os
 import queue
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import sbroker
+from sbroker.storage.migrate import statements
+from sbroker.storage.sqlite.connector import APPLICATION_ID, MIGRATIONS
 
 CHILD = Path(__file__).with_name("child.py")
 DEADLINE = 60.0  # seconds: generous, a loaded 2-core machine must never hit it
@@ -220,3 +224,38 @@ class Child:
         for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             if stream is not None:
                 stream.close()
+
+
+def database_at(path: Path, version: int) -> None:
+    """A file as a release with only the first ``version`` migrations left it."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("BEGIN")
+    for migration in MIGRATIONS[:version]:
+        for statement in statements(migration.text, sqlite3.complete_statement):
+            conn.execute(statement)
+    conn.execute(f"PRAGMA user_version = {version}")
+    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    conn.execute("INSERT INTO sb_meta(key, value) VALUES ('broker_instance', ?),"
+                 " ('catalog_version', '0'), ('honor_broker_priority', '0')",
+                 (str(uuid.uuid4()).upper(),))
+    # One conversation with a message waiting in the target queue (schema 1's columns).
+    conn.execute("INSERT INTO sb_queues(queue_id, name) VALUES (1, 'I'), (2, 'T')")
+    conn.execute("INSERT INTO sb_services(service_id, name, queue_id) VALUES (1, 'IS', 1),"
+                 " (2, 'TS', 2)")
+    conn.execute("INSERT INTO sb_service_contracts VALUES (2, 'DEFAULT')")
+    for order, (handle, initiator, group, queue_id, service, far) in enumerate([
+            ("A" * 8 + "-0000-0000-0000-" + "0" * 12, 1, "G1", 1, "IS", "TS"),
+            ("B" * 8 + "-0000-0000-0000-" + "0" * 12, 0, "G2", 2, "TS", "IS")], start=1):
+        conn.execute(
+            "INSERT INTO sb_endpoints(conv_order, handle, conversation_id, is_initiator,"
+            " group_id, queue_id, service, far_service, contract, state, priority, send_seq,"
+            " receive_seq, lifetime_expires, created_at) VALUES"
+            " (?, ?, 'C', ?, ?, ?, ?, ?, 'DEFAULT', 'CO', 5, ?, ?, 9e18, 0)",
+            (order, handle, initiator, group, queue_id, service, far, initiator, 1 - initiator))
+    conn.execute(
+        "INSERT INTO sb_messages(queue_id, group_id, handle, conv_order, msn, status, priority,"
+        " message_type, validation, body, message_id, service, contract) VALUES"
+        " (2, 'G2', ?, 2, 0, 1, 5, 'DEFAULT', 'N', x'6b657074', 'M', 'TS', 'DEFAULT')",
+        ("B" * 8 + "-0000-0000-0000-" + "0" * 12,))
+    conn.execute("COMMIT")
+    conn.close()

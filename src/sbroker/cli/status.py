@@ -13,7 +13,6 @@ from rich.table import Table
 
 from sbroker.cli.common import SQL_VIEWS, Broker, fail_cleanly, open_broker
 from sbroker.cli.tables import cell, print_views
-from sbroker.core.errors import NotFoundError
 
 DM_VIEWS = ("dm_broker_queue_monitors", "dm_broker_activated_tasks", "dm_broker_connections")
 RECENT_TASKS = 10
@@ -38,15 +37,14 @@ def status(ctx: click.Context, views: tuple[str, ...]) -> None:
 def summary(b: Broker, console: Console, name: str) -> None:
     """The default ``status``: what an operator looks at first."""
     console.print(f"[bold]{name}[/bold]  broker_instance {b.broker_instance}")
-    queues = {r["name"]: r for r in b.view("service_queues")}
-    table = _table("queue", "ready", "locked", "activation", "status")
-    for row in b.queue_metrics():
-        q = queues[row["queue"]]
-        activation = (f"on, max {q['max_queue_readers']}" if q["is_activation_enabled"]
-                      else "off")
-        state = "enabled" if q["is_receive_enabled"] else (
-            f"[red]disabled[/red]: sbroker queue enable {row['queue']}")
-        table.add_row(row["queue"], str(row["ready"]), str(row["locked"]), activation, state)
+    table = _table("queue", "ready", "locked", "readers", "status")
+    for q in b.view("queue_stats"):  # readers of every process on the database
+        readers = (f"{q['readers_running']} of {q['max_queue_readers']}"
+                   if q["is_activation_enabled"] else "off")
+        state = "enabled" if q["is_enabled"] else (
+            f"[red]disabled[/red]: sbroker queue enable {q['queue_name']}")
+        table.add_row(q["queue_name"], str(q["ready_messages"]), str(q["locked_messages"]),
+                      readers, state)
     console.print(table)
     endpoints = Counter(r["state_desc"] for r in b.view("conversation_endpoints"))
     console.print(f"conversation endpoints: {sum(endpoints.values())}"
@@ -60,11 +58,10 @@ def summary(b: Broker, console: Console, name: str) -> None:
 
 
 def _scheduler(b: Broker, console: Console) -> None:
-    try:
-        log = b.view("ExecutionLog")
-        running = b.view("ExecutionStatus")
-    except NotFoundError:
+    if "ServiceAsyncTarget" not in b.catalog.services:
         return  # the executor was never installed here
+    log = b.view("ExecutionLog")
+    running = b.view("ExecutionStatus")
     counts = Counter(r["Status"] for r in log)
     console.print(f"ExecutionLog: {len(log)} task(s)"
                   + "".join(f", {n} {s}" for s, n in sorted(counts.items())))

@@ -56,6 +56,11 @@ class QueueDisabledError(BrokerError):
     number = 9617
 
 
+class QueueStreamedError(BrokerError):
+    """RECEIVE or GET CONVERSATION GROUP on a queue a Spark stream reads, or a second stream
+    on it (SPEC §12): a streamed queue has one reader."""
+
+
 class TransactionStateError(BrokerError):
     """A statement on a transaction that already committed or rolled back."""
 

@@ -41,7 +41,7 @@ class Engine:
         self.catalogs = CatalogCache(clock)
         self.views = Views(store)
         self.views.before_read(["dm_broker_queue_monitors", "dm_broker_activated_tasks",
-                                "dm_broker_sessions", "queue_stats"],
+                                "dm_broker_sessions", "dm_broker_streams", "queue_stats"],
                                lambda: self.reap(force=True))  # live processes' rows only
         self.notifier = Notifier(clock, store.feed)
         self.procedures: dict[str, Callable[..., Any] | str] = {}

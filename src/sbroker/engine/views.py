@@ -15,7 +15,7 @@ STORED_VIEWS = (
     "conversation_endpoints", "conversation_groups", "transmission_queue", "service_queues",
     "services", "contracts", "message_types", "routes", "conversation_priorities",
     "dm_broker_queue_monitors", "dm_broker_activated_tasks", "dm_broker_sessions",
-    "queue_stats",
+    "dm_broker_streams", "queue_stats",
 )
 Rows = list[dict[str, Any]]
 

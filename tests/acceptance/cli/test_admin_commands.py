@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 from click.testing import CliRunner
+from support.helpers import Child, make_pair
 
 import sbroker
 from sbroker.apps.spark import StubRunner
@@ -48,6 +49,21 @@ def test_status_shows_ready_and_locked_messages_per_queue(tmp_path: Path) -> Non
     assert code == 0
     [line] = [x for x in out.splitlines() if "Orders" in x]
     assert line.split()[:3] == ["Orders", "1", "2"]  # c ready; a and b in the locked group
+
+
+def test_status_shows_the_readers_another_process_runs(tmp_path: Path) -> None:
+    db = tmp_path / "busy.db"
+    make_pair(sbroker.Broker.open(db)).close()
+    child = Child("activate-hold", db, "TargetQueue")  # an activated reader, holding
+    try:
+        child.expect("running")
+        code, out, _ = run(db, "status")
+    finally:
+        child.kill9()
+        child.close()
+    assert code == 0
+    [line] = [x for x in out.splitlines() if "TargetQueue" in x]
+    assert "1 of 1" in line, out
 
 
 def test_status_shows_the_scheduler_log_with_local_times(tmp_path: Path) -> None:

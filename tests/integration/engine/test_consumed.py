@@ -104,8 +104,9 @@ def test_a_mark_needs_the_same_message_id(pair: Broker) -> None:
     assert _receive(pair) == ["new"]
 
 
-def test_deleting_a_consumed_message_drops_its_mark(pair: Broker) -> None:
-    _marking(pair)
+def test_the_mark_of_a_message_deleted_otherwise_hides_nothing_and_is_swept(
+        pair: Broker) -> None:
+    _marking(pair, every_commits=2)
     begin_and_send(pair, "1", "2")
     with pair.transaction() as tx:
         got = tx.receive("TargetQueue", top=1)
@@ -113,6 +114,9 @@ def test_deleting_a_consumed_message_drops_its_mark(pair: Broker) -> None:
     assert _physical(pair) == (2, 1)
     with pair.transaction() as tx:
         tx.end_conversation(target, cleanup=True)
+    assert _physical(pair) == (0, 1)  # the mark of a row that is gone
+    begin_and_send(pair, "3")  # a new message never takes a position that was marked
+    assert _receive(pair) == ["3"]  # the second marking commit: the sweep
     assert _physical(pair) == (0, 0)
 
 

@@ -12,6 +12,7 @@ import pytest
 from support.helpers import Child, begin_and_send, bodies, make_pair, table_counts
 
 from sbroker import Broker
+from sbroker.storage.sqlite import store as store_module
 
 
 @pytest.fixture
@@ -107,6 +108,25 @@ def test_a_receiver_killed_before_commit_leaves_its_messages_to_the_next_reader(
         # The already-open broker reaps the dead session; a waiting RECEIVE picks it up.
         with b.transaction() as tx:
             assert bodies(tx.receive("TargetQueue", timeout=60)) == ["m1", "m2"]
+        assert table_counts(b)["sb_group_locks"] == 0
+
+
+def test_a_receive_that_finds_a_dead_process_s_lock_reaps_it_in_its_own_write(
+    pair_file: Path, spawn: Callable[..., Child], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first attempt of a RECEIVE runs inside the writer's transaction; the dead
+    session it finds is dropped in that transaction (asking the writer for another one from
+    inside it would wait for itself)."""
+    monkeypatch.setattr(store_module, "REAP_INTERVAL", 0.0)  # every look may reap
+    with Broker.open(pair_file) as b:
+        begin_and_send(b, "m1")
+        child = spawn("hold-receive", pair_file, "TargetQueue")
+        child.expect("received")
+        with b.transaction() as tx:  # the child's lock is a row now, and it holds it
+            assert tx.receive("TargetQueue") == []
+        child.kill9()
+        with b.transaction() as tx:  # no wait: the first, writing attempt must find it
+            assert bodies(tx.receive("TargetQueue")) == ["m1"]
         assert table_counts(b)["sb_group_locks"] == 0
 
 

@@ -17,9 +17,9 @@ def _plan(conn: sqlite3.Connection, sql: str, args: tuple[object, ...]) -> list[
 
 
 @pytest.mark.parametrize(("sql", "args"), [
-    (SQL.receive_take_next, (1, "owner", 1)),
-    (BACKEND.receive_take_excluding, (1, "owner", "[1, 2]", '["g"]', 1)),
-    (SQL.receive_candidate, (1, 1, "owner", "[]", "[]")),
+    (SQL.receive_take_next, (1, 1, "owner", 1)),
+    (BACKEND.receive_take_excluding, (1, 1, "owner", "[1, 2]", '["g"]', 1)),
+    (SQL.receive_candidate, (1, 1, 1, "owner", "[]", "[]")),
     (SQL.receive_fetch, ("group", 1)),
     (SQL.receive_fetch_handle, ("group", "handle", 1)),
 ])

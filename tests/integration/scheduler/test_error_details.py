@@ -6,6 +6,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from support.helpers import database_at
 
 import sbroker
 from sbroker.apps.spark import StubRunner
@@ -32,11 +33,10 @@ def test_a_failed_python_task_keeps_its_traceback(
 
 def test_an_execution_log_made_before_error_details_gets_the_column(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
-    sbroker.Broker.open(path).close()
-    with sqlite3.connect(path) as conn:  # the ExecutionLog of an earlier version
-        conn.execute("DROP VIEW ExecutionStatus")
-        conn.execute("DROP TABLE ExecutionLog")
-        conn.execute("PRAGMA user_version = 5")  # before migration 6 added the column
+    database_at(path, 5)  # before migration 6 added the column
+    with sqlite3.connect(path) as conn:  # the ExecutionLog of that version
+        conn.execute("DROP VIEW IF EXISTS ExecutionStatus")
+        conn.execute("DROP TABLE IF EXISTS ExecutionLog")
         conn.execute(
             "CREATE TABLE ExecutionLog (LogID INTEGER PRIMARY KEY AUTOINCREMENT,"
             " CallerID TEXT NOT NULL, SchedulerHandle TEXT NOT NULL, Worker TEXT,"

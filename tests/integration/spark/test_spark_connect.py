@@ -81,3 +81,15 @@ def test_tasks_run_and_cancel_over_spark_connect(connect_url: str) -> None:
         "cancel_returned": True,
         "long_status": "cancelled",  # interruptTag stopped the query
     }
+
+
+def test_the_sbroker_data_source_streams_over_spark_connect(connect_url: str,
+                                                            tmp_path: Path) -> None:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    child = subprocess.run(
+        [sys.executable, str(Path(__file__).parent / "stream_connect_check.py"), connect_url,
+         str(tmp_path / "broker.db"), str(tmp_path / "checkpoint")],
+        capture_output=True, text=True, env=env, timeout=600)
+    assert child.returncode == 0, child.stderr[-3000:]
+    assert json.loads(child.stdout.strip().splitlines()[-1]) == {
+        "sent": 3, "snapshot": ["a", "b", "c"]}

@@ -1,7 +1,8 @@
-"""The Spark-facing half of the task scheduler: task types, the runner interface, runners.
+"""The Spark side of sbroker: the task scheduler's task types, runner interface and runners,
+and the ``sbroker`` data source that streams broker queues through Spark (``register``).
 
 Importing this package does not import pyspark; ``SparkRunner`` imports it when it first
-creates a session.
+creates a session, ``register`` when it registers the data source.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from sbroker.apps.spark.session import (
     create_session,
     job_tag,
 )
+from sbroker.apps.spark.stream_options import register
 from sbroker.apps.spark.stub import StubBehaviour, StubRunner
 from sbroker.apps.spark.tasks import (
     PythonTask,
@@ -72,6 +74,7 @@ __all__ = [
     "job_tag",
     "json_value",
     "one_line_error",
+    "register",
     "resolve_target",
     "spark_ids_json",
     "task_from_dict",

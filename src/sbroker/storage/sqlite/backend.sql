@@ -6,11 +6,14 @@
 -- transaction already received (a JSON array of queuing orders) and groups other
 -- transactions hold in the writer's memory (a JSON array), besides lock rows of others. The
 -- rows of the first eligible group in RECEIVE order (the Message fields); the caller skips
--- the ones it received already. Params: queue, owner, received orders, groups, limit.
+-- the ones it received already. Nothing on a queue a live stream reads (as
+-- receive_take_next). Params: queue, queue, owner, received orders, groups, limit.
 SELECT status, priority, queuing_order, group_id, handle, msn, service, contract,
     message_type, validation, body, message_id, enqueued_at FROM sb_messages
 WHERE group_id = (
         SELECT m.group_id FROM sb_messages m WHERE m.queue_id = ? AND m.status = 1
+            AND NOT EXISTS (SELECT 1 FROM sb_stream_sources s WHERE s.queue_id = ?
+                            AND s.session_id IS NOT NULL)
             AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order)
             AND NOT EXISTS (SELECT 1 FROM sb_group_locks l WHERE l.group_id = m.group_id
                             AND l.owner != ?)

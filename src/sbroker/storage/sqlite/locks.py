@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from sbroker.core.errors import QueueStreamedError
 from sbroker.storage.sqlite.connection import BACKEND, SqliteConnection
 
 if TYPE_CHECKING:
@@ -101,19 +102,38 @@ class SqliteTxStorage:
                     received: Sequence[int]) -> str | None:
         others = self._held_by_others()
         ids = conn.ids
-        row = conn.execute(conn.sql.receive_candidate, (
-            queue_id, queue_id, self._owner, ids(received) if received else "[]",
-            ids(others) if others else "[]")).fetchone()
-        if row is not None:
-            return str(row[0])
-        self._reap_if_held(conn, queue_id)
-        return None
+        params = (queue_id, queue_id, queue_id, self._owner,
+                  ids(received) if received else "[]", ids(others) if others else "[]")
+        row = conn.execute(conn.sql.receive_candidate, params).fetchone()
+        if row is None and self._found_nothing(conn, queue_id):
+            row = conn.execute(conn.sql.receive_candidate, params).fetchone()
+        return None if row is None else str(row[0])
 
-    def _reap_if_held(self, conn: SqliteConnection, queue_id: int) -> None:
-        """Nothing free to take: if other transactions hold groups of the queue, a dead
-        process may be among them."""
+    def _found_nothing(self, conn: SqliteConnection, queue_id: int) -> bool:
+        """Nothing free to take: why?  A stream reads the queue (QueueStreamedError), or a dead
+        process holds its groups (True once its locks are dropped: look again)."""
+        return self._refuse_if_streamed(conn, queue_id) or self._reap_if_held(conn, queue_id)
+
+    def _refuse_if_streamed(self, conn: SqliteConnection, queue_id: int) -> bool:
+        """QueueStreamedError if a live Spark stream reads the queue (inside the write
+        transaction that would take a group lock: a stream claims inside one too); True if
+        the stream's process was dead, and its claim is gone now."""
+        if conn.execute(conn.sql.stream_holder, (queue_id,)).fetchone() is None:
+            return False
+        self._store.reap(self._session, force=True, within=conn)  # its process may be dead
+        row = conn.execute(conn.sql.stream_holder, (queue_id,)).fetchone()
+        if row is not None:
+            raise QueueStreamedError(
+                f"queue {row[3]!r} is read by a Spark stream (pid {row[1]} on {row[2]}): a "
+                "streamed queue has no other reader; stop the stream to RECEIVE from it")
+        return True
+
+    def _reap_if_held(self, conn: SqliteConnection, queue_id: int) -> bool:
+        """If other transactions hold groups of the queue, a dead process may be among them:
+        whether one was reaped."""
         if conn.execute(conn.sql.queue_locked_by_others, (queue_id, self._owner)).fetchone():
-            self._store.reap(self._session)
+            return self._store.reap(self._session, within=conn) > 0
+        return False
 
     def _worth_a_write(self, queue_id: int, group: str | None, handle: str | None,
                        probing: bool) -> bool:
@@ -153,7 +173,11 @@ class SqliteTxStorage:
         return self._write(attempt)
 
     def lock(self, queue_id: int, groups: Sequence[str]) -> bool:
-        return self._write(lambda conn: all(self._lock(conn, queue_id, g) for g in groups))
+        def attempt(conn: SqliteConnection) -> bool:
+            self._refuse_if_streamed(conn, queue_id)
+            return all(self._lock(conn, queue_id, g) for g in groups)
+
+        return self._write(attempt)
 
     def take(self, queue_id: int, group: str | None, handle: str | None, limit: int,
              received: Sequence[int], probing: bool) -> list[Row]:
@@ -162,24 +186,26 @@ class SqliteTxStorage:
                 others = self._held_by_others()
                 if received or others:
                     ids = conn.ids
-                    found = conn.execute(BACKEND.receive_take_excluding, (
-                        queue_id, self._owner, ids(received) if received else "[]",
-                        ids(others) if others else "[]", limit)).fetchall()
+                    sql = BACKEND.receive_take_excluding
+                    params: tuple[Any, ...] = (
+                        queue_id, queue_id, self._owner, ids(received) if received else "[]",
+                        ids(others) if others else "[]", limit)
                 else:
-                    found = conn.execute(conn.sql.receive_take_next,
-                                         (queue_id, self._owner, limit)).fetchall()
-                if not found:
-                    self._reap_if_held(conn, queue_id)
-                elif not self._lock(conn, queue_id, found[0][3], known_free=True):
+                    sql, params = conn.sql.receive_take_next, (queue_id, queue_id, self._owner,
+                                                               limit)
+                found = conn.execute(sql, params).fetchall()
+                if not found and self._found_nothing(conn, queue_id):
+                    found = conn.execute(sql, params).fetchall()
+                if found and not self._lock(conn, queue_id, found[0][3], known_free=True):
                     return []
                 return found
+            self._refuse_if_streamed(conn, queue_id)
             if not self._lock(conn, queue_id, group):
                 return []
-            target = group
             if handle:
                 return conn.execute(conn.sql.receive_fetch_handle,
-                                    (target, handle, limit)).fetchall()
-            return conn.execute(conn.sql.receive_fetch, (target, limit)).fetchall()
+                                    (group, handle, limit)).fetchall()
+            return conn.execute(conn.sql.receive_fetch, (group, limit)).fetchall()
 
         if not self._worth_a_write(queue_id, group, handle, probing):
             return []

@@ -28,6 +28,9 @@ CREATE INDEX sb_messages_group ON sb_messages(group_id, status, priority DESC, c
 -- index sb_messages_ready
 CREATE INDEX sb_messages_ready ON sb_messages(queue_id, status, priority DESC, queuing_order);
 
+-- index sb_stream_sources_session
+CREATE INDEX sb_stream_sources_session ON sb_stream_sources(session_id);
+
 -- index sb_tq_handle
 CREATE INDEX sb_tq_handle ON sb_transmission_queue(handle, msn);
 
@@ -74,7 +77,7 @@ CREATE TABLE sb_group_locks ( group_id TEXT PRIMARY KEY, queue_id INTEGER NOT NU
 CREATE TABLE sb_message_types ( name TEXT PRIMARY KEY, validation TEXT NOT NULL, -- none | empty | well_formed_xml | well_formed_json | json_schema json_schema TEXT );
 
 -- table sb_messages
-CREATE TABLE sb_messages ( queuing_order INTEGER PRIMARY KEY, queue_id INTEGER NOT NULL, group_id TEXT NOT NULL, handle TEXT NOT NULL, conv_order INTEGER NOT NULL, msn INTEGER NOT NULL, status INTEGER NOT NULL, -- 1 ready, 0 retained received, 2 incomplete, 3 retained sent priority INTEGER NOT NULL, is_timer INTEGER NOT NULL DEFAULT 0, message_type TEXT NOT NULL, validation TEXT NOT NULL, body BLOB NOT NULL, message_id TEXT NOT NULL, service TEXT NOT NULL, contract TEXT NOT NULL , enqueued_at REAL NOT NULL DEFAULT 0);
+CREATE TABLE "sb_messages" ( queuing_order INTEGER PRIMARY KEY AUTOINCREMENT, queue_id INTEGER NOT NULL, group_id TEXT NOT NULL, handle TEXT NOT NULL, conv_order INTEGER NOT NULL, msn INTEGER NOT NULL, status INTEGER NOT NULL, -- 1 ready, 0 retained received, 2 incomplete, 3 retained sent priority INTEGER NOT NULL, is_timer INTEGER NOT NULL DEFAULT 0, message_type TEXT NOT NULL, validation TEXT NOT NULL, body BLOB NOT NULL, message_id TEXT NOT NULL, service TEXT NOT NULL, contract TEXT NOT NULL, enqueued_at REAL NOT NULL DEFAULT 0 );
 
 -- table sb_meta
 CREATE TABLE sb_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -115,11 +118,17 @@ CREATE TABLE "sb_sessions" ( session_id INTEGER PRIMARY KEY AUTOINCREMENT, pid I
 -- table sb_shared_dialogs
 CREATE TABLE sb_shared_dialogs ( key TEXT PRIMARY KEY, handle TEXT NOT NULL ) WITHOUT ROWID;
 
+-- table sb_stream_conversations
+CREATE TABLE sb_stream_conversations ( from_service TEXT NOT NULL, to_service TEXT NOT NULL, contract TEXT NOT NULL, conversation_key TEXT NOT NULL, handle TEXT NOT NULL, PRIMARY KEY (from_service, to_service, contract, conversation_key) ) WITHOUT ROWID;
+
+-- table sb_stream_sinks
+CREATE TABLE sb_stream_sinks ( query_id TEXT PRIMARY KEY, batch_id INTEGER NOT NULL, committed_at REAL NOT NULL ) WITHOUT ROWID;
+
+-- table sb_stream_sources
+CREATE TABLE sb_stream_sources ( queue_id INTEGER PRIMARY KEY REFERENCES sb_queues(queue_id) ON DELETE CASCADE, session_id INTEGER REFERENCES sb_sessions(session_id) ON DELETE SET NULL, claim_token TEXT, claimed_at REAL, committed INTEGER NOT NULL DEFAULT 0, planned INTEGER NOT NULL DEFAULT 0 );
+
 -- table sb_transmission_queue
 CREATE TABLE sb_transmission_queue ( tq_id INTEGER PRIMARY KEY, handle TEXT NOT NULL, conversation_id TEXT NOT NULL, is_initiator INTEGER NOT NULL, from_service TEXT NOT NULL, to_service TEXT NOT NULL, to_broker_instance TEXT, contract TEXT NOT NULL, message_type TEXT NOT NULL, msn INTEGER NOT NULL, body BLOB NOT NULL, priority INTEGER NOT NULL, message_id TEXT NOT NULL, enqueued_at REAL NOT NULL, transmission_status TEXT NOT NULL DEFAULT '', target_queue_id INTEGER, is_end_of_conversation INTEGER NOT NULL DEFAULT 0 );
-
--- trigger sb_messages_consumed_gone
-CREATE TRIGGER sb_messages_consumed_gone AFTER DELETE ON sb_messages BEGIN DELETE FROM sb_consumed WHERE queuing_order = old.queuing_order; END;
 
 -- trigger sb_sessions_gone
 CREATE TRIGGER sb_sessions_gone AFTER DELETE ON sb_sessions BEGIN DELETE FROM sb_group_locks WHERE session_id = old.session_id; DELETE FROM sb_activated_tasks WHERE session_id = old.session_id; DELETE FROM sb_queue_monitors WHERE session_id = old.session_id; END;
@@ -148,11 +157,14 @@ CREATE VIEW dm_broker_queue_monitors AS SELECT m.queue_id, q.name AS queue_name,
 -- view dm_broker_sessions
 CREATE VIEW dm_broker_sessions AS SELECT session_id, host, pid, opened_at FROM sb_sessions;
 
+-- view dm_broker_streams
+CREATE VIEW dm_broker_streams AS SELECT q.name AS queue_name, c.session_id, s.pid, s.host, CASE WHEN c.session_id IS NULL THEN NULL ELSE c.claimed_at END AS claimed_at, c.committed AS committed_queuing_order, c.planned AS planned_queuing_order FROM sb_stream_sources c JOIN sb_queues q ON q.queue_id = c.queue_id LEFT JOIN sb_sessions s ON s.session_id = c.session_id;
+
 -- view message_types
 CREATE VIEW message_types AS SELECT name, validation, json_schema FROM sb_message_types;
 
 -- view queue_stats
-CREATE VIEW queue_stats AS SELECT name AS queue_name, status AS is_enabled, activation_status AS is_activation_enabled, poison_message_handling AS is_poison_message_handling_enabled, rollback_count, max_queue_readers, readers_running, ready_messages, locked_messages, oldest_enqueue_time, retained_received + marked + received AS messages_received_total, retained_received + marked + received + removed + ready_messages + locked_messages AS messages_enqueued_total FROM ( SELECT q.name, q.status, q.activation_status, q.poison_message_handling, q.rollback_count, q.max_queue_readers, (SELECT count(*) FROM sb_activated_tasks t JOIN sb_sessions s ON s.session_id = t.session_id WHERE t.queue_id = q.queue_id) AS readers_running, (SELECT count(*) FROM sb_messages m WHERE m.queue_id = q.queue_id AND m.status = 1 AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order) AND NOT EXISTS (SELECT 1 FROM sb_group_locks l WHERE l.group_id = m.group_id)) AS ready_messages, (SELECT count(*) FROM sb_messages m WHERE m.queue_id = q.queue_id AND m.status = 1 AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order) AND EXISTS (SELECT 1 FROM sb_group_locks l WHERE l.group_id = m.group_id)) AS locked_messages, (SELECT min(m.enqueued_at) FROM sb_messages m WHERE m.queue_id = q.queue_id AND m.status = 1 AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order)) AS oldest_enqueue_time, (SELECT count(*) FROM sb_messages m WHERE m.queue_id = q.queue_id AND m.status = 0) AS retained_received, (SELECT count(*) FROM sb_consumed c JOIN sb_messages m ON m.queuing_order = c.queuing_order WHERE m.queue_id = q.queue_id) AS marked, coalesce(k.received, 0) AS received, coalesce(k.removed, 0) AS removed FROM sb_queues q LEFT JOIN sb_queue_counters k ON k.queue_id = q.queue_id );
+CREATE VIEW queue_stats AS SELECT name AS queue_name, status AS is_enabled, activation_status AS is_activation_enabled, poison_message_handling AS is_poison_message_handling_enabled, rollback_count, max_queue_readers, readers_running, queued - marked - locked AS ready_messages, locked AS locked_messages, oldest_enqueue_time, retained_received + marked + received AS messages_received_total, retained_received + marked + received + removed + queued - marked AS messages_enqueued_total FROM ( SELECT q.name, q.status, q.activation_status, q.poison_message_handling, q.rollback_count, q.max_queue_readers, (SELECT count(*) FROM sb_activated_tasks t JOIN sb_sessions s ON s.session_id = t.session_id WHERE t.queue_id = q.queue_id) AS readers_running, (SELECT count(*) FROM sb_messages m WHERE m.queue_id = q.queue_id AND m.status = 1) AS queued, (SELECT count(*) FROM sb_consumed c JOIN sb_messages m ON m.queuing_order = c.queuing_order WHERE m.queue_id = q.queue_id) AS marked, (SELECT count(*) FROM sb_group_locks l JOIN sb_messages m ON m.group_id = l.group_id WHERE l.queue_id = q.queue_id AND m.status = 1 AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order)) AS locked, (SELECT m.enqueued_at FROM sb_messages m WHERE m.queue_id = q.queue_id AND m.status = 1 AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order) ORDER BY m.queuing_order LIMIT 1) AS oldest_enqueue_time, (SELECT count(*) FROM sb_messages m WHERE m.queue_id = q.queue_id AND m.status = 0) AS retained_received, coalesce(k.received, 0) AS received, coalesce(k.removed, 0) AS removed FROM sb_queues q LEFT JOIN sb_queue_counters k ON k.queue_id = q.queue_id );
 
 -- view routes
 CREATE VIEW routes AS SELECT name, service_name AS remote_service_name, broker_instance, address, expires_at AS lifetime FROM sb_routes;

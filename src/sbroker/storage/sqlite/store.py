@@ -86,9 +86,12 @@ class SqliteStore:
         return json.dumps(self.writer.lazy_groups())
 
     # -- sessions -------------------------------------------------------------------------------
-    def reap(self, own: int, *, force: bool = False) -> int:
+    def reap(self, own: int, *, force: bool = False, within: SqliteConnection | None = None
+             ) -> int:
         """Drop the locks and rows of sessions whose process died (at most every
-        REAP_INTERVAL unless ``force``); how many.  Tells the change feed's subscribers."""
+        REAP_INTERVAL unless ``force``); how many.  Tells the change feed's subscribers.
+        ``within``: the writer's connection, when called inside one of its transactions (the
+        rows go in that transaction: the writer cannot be asked for another meanwhile)."""
         with self._reap_lock:
             now = time.monotonic()
             if not force and now - self._last_reap < REAP_INTERVAL:
@@ -97,7 +100,10 @@ class SqliteStore:
         dead = self.liveness.dead(own)
         if not dead:
             return 0
-        self.drop_sessions(dead)
+        if within is not None:
+            within.execute(within.sql.drop_sessions, (SqliteConnection.ids(dead),))
+        else:
+            self.drop_sessions(dead)
         self.feed._changed()  # their locks are gone: waiters look again
         return len(dead)
 

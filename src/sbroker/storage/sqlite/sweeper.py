@@ -16,8 +16,8 @@ to delete at once, and marks have a cost of their own: a reader steps over the m
 the head of its scan (a conversation received 100 at a time in order would step over up to
 3,200 of its own last receives; one at a time, over up to 32).  The mark keeps the
 ``message_id`` guard of the delete it replaces: a row deleted meanwhile (END CONVERSATION
-WITH CLEANUP) and its queuing_order reused is never marked.  A trigger drops the mark of any
-deleted message in the same transaction, so no later message can inherit one.
+WITH CLEANUP) is never marked.  Positions are never given twice (migration 8), so the mark
+of a message deleted another way matches no later message; a sweep clears every mark.
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ _MARK = (  # many rows in one statement: {"queuing_order": "message_id", ...}
     " ON m.queuing_order = CAST(j.key AS INTEGER) AND m.message_id = j.value"
 )
 _SWEEP = "DELETE FROM sb_messages WHERE queuing_order IN (SELECT queuing_order FROM sb_consumed)"
+_CLEAR = "DELETE FROM sb_consumed"  # with the rows above; any left matched no row any more
 _COUNT = (  # received rows leaving sb_messages, per queue (see 0004_operations.sql)
     "INSERT INTO sb_queue_counters(queue_id, received) VALUES (?, ?)"
     " ON CONFLICT(queue_id) DO UPDATE SET received = received + excluded.received"
@@ -100,7 +101,8 @@ class Sweeper:
                 self.sweep(conn)
 
     def sweep(self, conn: Connection) -> None:
-        """Delete every consumed message (any process's), counted; their marks go with them."""
+        """Delete every consumed message (any process's), counted, and every mark."""
         conn.execute(_COUNT_SWEPT)
         conn.execute(_SWEEP)
+        conn.execute(_CLEAR)
         self.rows = self.commits = 0

@@ -1,0 +1,318 @@
+"""The engine side of Spark streams (sbroker.engine.streams): positions that never come back,
+the claim that keeps a streamed queue to one reader, planning and replaying ranges, and
+receiving them; the sink's batches sent once on conversations kept per key."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support.helpers import DEADLINE, begin_and_send, bodies, send
+
+import sbroker
+from sbroker.engine import streams
+from sbroker.engine.streams import QueueStreamedError, SinkTarget, StreamSource
+
+
+def _source(b: sbroker.Broker, queue: str = "TargetQueue") -> StreamSource:
+    source = StreamSource(b, queue)
+    source.claim(wait=0)
+    return source
+
+
+def _range(b: sbroker.Broker, source: StreamSource, after: int, through: int) -> list[str]:
+    rows = streams.read_range(b, source.queue.queue_id, after, through)
+    return [row[5].decode() for row in rows]
+
+
+def _stats(b: sbroker.Broker, queue: str) -> dict[str, object]:
+    return next(row for row in b.view("queue_stats") if row["queue_name"] == queue)
+
+
+@pytest.fixture
+def other(db_path: Path, pair: sbroker.Broker) -> Iterator[sbroker.Broker]:
+    """A second broker session on the same file (another reader, as far as claims go)."""
+    b = sbroker.Broker.open(db_path)
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+# -- positions ---------------------------------------------------------------------------------
+def test_a_position_is_never_handed_out_twice(pair: sbroker.Broker) -> None:
+    begin_and_send(pair, "a", "b")
+    top = max(m.queuing_order for m in pair.peek("TargetQueue"))
+    with pair.transaction() as tx:
+        assert bodies(tx.receive("TargetQueue")) == ["a", "b"]  # the top rows are deleted
+    begin_and_send(pair, "c")
+    assert [m.queuing_order for m in pair.peek("TargetQueue")] == [top + 1]
+
+
+def test_an_older_database_keeps_its_messages_and_positions_grow_past_them(
+        db_path: Path) -> None:
+    with sbroker.Broker.open(db_path) as b:
+        for name in ("InitQueue", "TargetQueue"):
+            b.create_queue(name)
+        b.create_service("InitService", "InitQueue")
+        b.create_service("TargetService", "TargetQueue", ["DEFAULT"])
+        begin_and_send(b, "old")
+    conn = sqlite3.connect(db_path)  # back to schema 7: no positions kept
+    conn.executescript(
+        "DROP VIEW dm_broker_streams; DROP TABLE sb_stream_conversations;"
+        " DROP TABLE sb_stream_sinks; DROP TABLE sb_stream_sources;"
+        " DELETE FROM sqlite_sequence WHERE name = 'sb_messages'; PRAGMA user_version = 7;")
+    conn.close()
+    with sbroker.Broker.open(db_path) as b:
+        (old,) = b.peek("TargetQueue")
+        begin_and_send(b, "new")
+        with b.transaction() as tx:
+            assert bodies(tx.receive("TargetQueue")) == ["old"]
+        with b.transaction() as tx:  # the top row, deleted: its position is not reused
+            assert bodies(tx.receive("TargetQueue")) == ["new"]
+        begin_and_send(b, "newer")
+        assert b.peek("TargetQueue")[0].queuing_order > old.queuing_order + 1
+
+
+# -- the claim ---------------------------------------------------------------------------------
+def test_a_claimed_queue_refuses_receive_and_get_conversation_group(pair: sbroker.Broker,
+                                                                  other: sbroker.Broker) -> None:
+    begin_and_send(pair, "x")
+    source = _source(pair)
+    for b in (pair, other):  # this process's own transactions too
+        with pytest.raises(QueueStreamedError, match="read by a Spark stream"), \
+                b.transaction() as tx:
+            tx.receive("TargetQueue")
+        with pytest.raises(QueueStreamedError), b.transaction() as tx:
+            tx.get_conversation_group("TargetQueue")
+    assert [m.text() for m in other.peek("TargetQueue")] == ["x"]  # looking is fine
+    source.release()
+    with other.transaction() as tx:
+        assert bodies(tx.receive("TargetQueue")) == ["x"]
+
+
+def test_a_second_stream_reader_is_refused(pair: sbroker.Broker, other: sbroker.Broker) -> None:
+    _source(pair)
+    with pytest.raises(QueueStreamedError, match="read by another stream .*pid"):
+        _source(other)
+    assert pair.view("dm_broker_streams")[0]["session_id"] == pair.session_id
+
+
+def test_a_claim_waits_for_no_receive_in_progress(pair: sbroker.Broker) -> None:
+    begin_and_send(pair, "x")
+    tx = pair.transaction()
+    try:
+        assert bodies(tx.receive("TargetQueue")) == ["x"]
+        with pytest.raises(QueueStreamedError, match="locked by transactions receiving"):
+            _source(pair)
+    finally:
+        tx.rollback()
+    _source(pair)
+
+
+def test_a_queue_with_activation_cannot_be_streamed(pair: sbroker.Broker) -> None:
+    pair.alter_queue("TargetQueue", activation=sbroker.Activation("support.helpers:send"))
+    with pytest.raises(sbroker.InvalidArgumentError, match="activation on"):
+        _source(pair)
+
+
+def test_closing_the_broker_frees_the_claim(pair: sbroker.Broker, other: sbroker.Broker,
+                                            db_path: Path) -> None:
+    third = sbroker.Broker.open(db_path)
+    _source(third)
+    third.close()
+    _source(other)
+
+
+CLAIMER = """
+import sys, sbroker
+from sbroker.engine.streams import StreamSource
+b = sbroker.Broker.open(sys.argv[1])
+StreamSource(b, "TargetQueue").claim(wait=0)
+print("claimed", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_the_claim_of_a_killed_process_is_taken_back(pair: sbroker.Broker) -> None:
+    child = subprocess.Popen([sys.executable, "-c", CLAIMER, str(pair.db.path)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "claimed"
+        with pytest.raises(QueueStreamedError, match=f"pid {child.pid}"):
+            _source(pair)
+        child.kill()  # kill -9: no close, no release
+        child.wait(DEADLINE)
+        begin_and_send(pair, "x")
+        with pair.transaction() as tx:  # a RECEIVE reaps the dead holder
+            assert bodies(tx.receive("TargetQueue")) == ["x"]
+        _source(pair)
+    finally:
+        child.kill()
+        child.wait(DEADLINE)
+        for stream in (child.stdin, child.stdout):
+            assert stream is not None
+            stream.close()
+
+
+def test_a_reader_that_lost_its_claim_cannot_commit(pair: sbroker.Broker, db_path: Path) -> None:
+    third = sbroker.Broker.open(db_path)
+    begin_and_send(third, "x")
+    source = _source(third)
+    end = source.latest(10)
+    with third.transaction() as tx:  # as if its session had been reaped
+        tx.execute("UPDATE sb_stream_sources SET session_id = NULL")
+    try:
+        with pytest.raises(QueueStreamedError, match="lost its claim"):
+            source.commit(end)
+    finally:
+        third.close()
+
+
+# -- planning, reading, receiving ----------------------------------------------------------------
+def test_batches_are_capped_and_offsets_never_go_back(pair: sbroker.Broker) -> None:
+    handle = begin_and_send(pair, *map(str, range(5)))
+    source = _source(pair)
+    first = source.latest(2)
+    assert _range(pair, source, 0, first) == ["0", "1"]
+    second = source.latest(2)
+    assert _range(pair, source, first, second) == ["2", "3"]
+    source.release()
+    again = _source(pair)  # a new reader plans after everything planned before
+    third = again.latest(10)
+    assert third > second and _range(pair, again, second, third) == ["4"]
+    assert again.latest(10) == third  # nothing new: the same end
+    send(pair, handle, "5")
+    assert _range(pair, again, third, again.latest(10)) == ["5"]
+
+
+def test_a_range_reads_the_same_rows_again_and_new_messages_land_after_it(
+        pair: sbroker.Broker) -> None:
+    handle = begin_and_send(pair, "a", "b")
+    source = _source(pair)
+    end = source.latest(10)
+    first = _range(pair, source, 0, end)
+    send(pair, handle, "c")
+    assert _range(pair, source, 0, end) == first == ["a", "b"]
+
+
+def test_a_range_is_in_position_order_across_priorities(pair: sbroker.Broker) -> None:
+    pair.create_broker_priority("high", local_service="TargetService", priority_level=9)
+    pair.create_service("LowService", "TargetQueue", ["DEFAULT"])
+    with pair.transaction() as tx:
+        high = tx.begin_dialog("InitService", "TargetService")
+        low = tx.begin_dialog("InitService", "LowService")
+        for i in range(6):
+            tx.send(high if i % 2 else low, "DEFAULT", str(i))
+    source = _source(pair)
+    assert {m.priority for m in pair.peek("TargetQueue")} == {5, 9}
+    assert _range(pair, source, 0, source.latest(100)) == list("012345")
+    found = streams.positions(pair, source.queue.queue_id, 0)
+    assert found == sorted(found) and len(found) == 6
+    assert streams.split(found, 0, found[-1], 4) == [(0, found[3]), (found[3], found[-1])]
+
+
+def test_commit_receives_the_range_once_and_counts_it(pair: sbroker.Broker) -> None:
+    begin_and_send(pair, *map(str, range(4)))
+    source = _source(pair)
+    end = source.latest(3)
+    assert source.commit(end) == 3
+    assert source.commit(end) == 0  # Spark may commit the same end again
+    assert [m.text() for m in pair.peek("TargetQueue")] == ["3"]
+    stats = _stats(pair, "TargetQueue")
+    assert stats["messages_received_total"] == 3 and stats["messages_enqueued_total"] == 4
+    assert pair.view("dm_broker_streams")[0]["committed_queuing_order"] == end
+
+
+def test_commit_ends_the_conversations_whose_end_it_received(pair: sbroker.Broker) -> None:
+    with pair.transaction() as tx:
+        handle = tx.begin_dialog("InitService", "TargetService")
+        tx.send(handle, "DEFAULT", "last words")
+        tx.end_conversation(handle)
+    source = _source(pair)
+    end = source.latest(10)
+    rows = streams.read_range(pair, source.queue.queue_id, 0, end)
+    assert [row[3] for row in rows] == ["DEFAULT", sbroker.END_DIALOG]
+    source.commit(end)
+    assert pair.view("conversation_endpoints") == []  # both sides ended: gone
+
+
+def test_a_retention_queue_keeps_what_the_stream_received(pair: sbroker.Broker) -> None:
+    pair.alter_queue("TargetQueue", retention=True)
+    begin_and_send(pair, "kept")
+    source = _source(pair)
+    source.commit(source.latest(10))
+    assert [(m.status, m.text()) for m in pair.peek("TargetQueue")] == [(0, "kept")]
+    assert source.latest(10) == source.committed  # nothing ready any more
+
+
+def test_messages_received_before_the_claim_are_not_streamed(pair: sbroker.Broker) -> None:
+    pair.db.sweeper.dense = 0  # received rows are marked, not deleted, until a sweep
+    begin_and_send(pair, "gone")
+    with pair.transaction() as tx:
+        assert bodies(tx.receive("TargetQueue")) == ["gone"]
+    begin_and_send(pair, "here")
+    source = _source(pair)
+    assert _range(pair, source, 0, source.latest(10)) == ["here"]
+
+
+def test_a_disabled_queue_stops_the_stream(pair: sbroker.Broker) -> None:
+    source = _source(pair)
+    pair.alter_queue("TargetQueue", status=False)
+    with pytest.raises(sbroker.QueueDisabledError):
+        source.latest(10)
+
+
+# -- the sink ------------------------------------------------------------------------------------
+TARGET = SinkTarget("InitService", "TargetService")
+
+
+def _conversations(b: sbroker.Broker) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for m in b.peek("TargetQueue"):
+        out.setdefault(m.conversation_handle, []).append(m.text())
+    return out
+
+
+def test_a_replayed_batch_sends_nothing(pair: sbroker.Broker) -> None:
+    keys, sent = ["a", "b", "a"], ["1", "2", "3"]
+    assert streams.send_rows(pair, TARGET, keys, sent, query_id="q", batch_id=0) == 3
+    assert streams.send_rows(pair, TARGET, keys, sent, query_id="q", batch_id=0) == 0
+    assert streams.send_rows(pair, TARGET, ["a"], ["4"], query_id="q", batch_id=1) == 1
+    assert streams.send_rows(pair, TARGET, ["a"], ["5"], query_id="other", batch_id=0) == 1
+    assert sorted(_conversations(pair).values()) == [["1", "3", "4", "5"], ["2"]]
+
+
+def test_a_key_whose_conversation_the_target_ended_gets_a_new_one(pair: sbroker.Broker) -> None:
+    streams.send_rows(pair, TARGET, ["a"], ["1"])
+    with pair.transaction() as tx:
+        (msg,) = tx.receive("TargetQueue")
+        tx.end_conversation(msg.conversation_handle)
+    streams.send_rows(pair, TARGET, ["a"], ["2"])
+    (handle, got), = _conversations(pair).items()
+    assert got == ["2"] and handle != msg.conversation_handle
+    endpoints = pair.view("conversation_endpoints")  # the old dialog closed on both sides
+    assert len(endpoints) == 2
+    assert msg.conversation_handle not in {e["conversation_handle"] for e in endpoints}
+
+
+@pytest.mark.parametrize(("target", "error"), [
+    (SinkTarget("Nobody", "TargetService"), "service 'Nobody' does not exist"),
+    (SinkTarget("InitService", "Nowhere"), "'Nowhere' does not exist here and no route"),
+    (SinkTarget("InitService", "TargetService", "NoContract"), "contract 'NoContract'"),
+    (SinkTarget("InitService", "TargetService", message_type="Nope"), "'Nope' does not exist"),
+    (SinkTarget("InitService", "TargetService", "C", "Reply"), "sent by the target"),
+    (SinkTarget("InitService", "TargetService", "C", "Order"), "does not accept contract 'C'"),
+])
+def test_a_sink_target_is_checked_with_a_clear_error(pair: sbroker.Broker, target: SinkTarget,
+                                                     error: str) -> None:
+    pair.create_message_type("Order")
+    pair.create_message_type("Reply")
+    pair.create_contract("C", {"Order": "initiator", "Reply": "target"})
+    with pytest.raises(sbroker.BrokerError, match=error):
+        streams.check_target(pair, target)
