@@ -181,7 +181,8 @@ OTHERS = """\
   durable on both sides, clean and through a lossy proxy.
 - `python -m bench.floor`: the workloads as raw SQL on sbroker's schema, and W3's threads
   handing transactions off with no storage: the ceilings the engine works under.
-- `python -m bench.cpu`: sbroker's CPU time and context switches per message in W1 and W3.
+- `python -m bench.cpu`: sbroker's CPU time, context switches, calls into SQLite and GIL
+  hand-offs per message in W1 (send and receive apart) and W3.
 """
 
 

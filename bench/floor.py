@@ -6,6 +6,10 @@ engine around it, so that the distance between the engine and each target splits
 engine's own overhead and the bound the storage puts on any engine:
 
 - raw: one INSERT per committed transaction into a bare table (the W1 reference);
+- W1 send on sbroker's schema: per message BEGIN IMMEDIATE, the engine's statements for a SEND
+  on a dialog whose local peer converses (send_direct, bump_send_seq), COMMIT;
+- huey's W1 (its SqliteStorage, as the suite runs it): the peer issue 22 holds W1 to, beside
+  the SQL sbroker needs for the same work;
 - W1 receive on sbroker's schema: per message BEGIN IMMEDIATE, the engine's own statement that
   picks the next group and fetches from it, the engine's removal of the row (sbroker.consumed:
   one row is marked, and swept with 31 others), COMMIT (no lock rows: the engine keeps W1's
@@ -174,6 +178,57 @@ def sbroker_w1_receive(path: Path, n: int) -> dict[str, float]:
         return {"receive": _rate(n, run)}
     finally:
         conn.close()
+
+
+def sbroker_w1_send(path: Path, n: int) -> dict[str, float]:
+    """Send n messages one per transaction with the engine's statements for a dialog whose
+    local peer converses (send_direct, then bump_send_seq), round-robin, no engine."""
+    from sbroker.core.messages import new_id
+    from sbroker.storage.sqlite.connection import SQL
+
+    _sbroker_schema(path)
+    conn = connect(path, "normal")
+    try:
+        dialogs = conn.execute(
+            "SELECT s.conv_order, s.handle, p.conv_order FROM sb_endpoints s JOIN sb_endpoints p"
+            " ON p.conversation_id = s.conversation_id AND p.is_initiator = 0"
+            " WHERE s.is_initiator = 1").fetchall()
+        version = conn.execute(SQL.catalog_version).fetchone()[0]
+
+        def run() -> None:
+            for i in range(n):
+                sender, handle, peer = dialogs[i % len(dialogs)]
+                conn.execute("BEGIN IMMEDIATE")
+                inserted = conn.execute(SQL.send_direct, (
+                    "DEFAULT", "N", BODY, new_id(), time.time(), sender, handle, peer,
+                    version)).rowcount
+                conn.execute(SQL.bump_send_seq, (sender,))
+                conn.execute("COMMIT")
+                if inserted != 1:
+                    raise AssertionError("the dialog was not conversing")
+
+        return {"send": _rate(n, run)}
+    finally:
+        conn.close()
+
+
+def huey_w1(path: Path, n: int) -> dict[str, float]:
+    """huey's SqliteStorage as the suite runs it (bench/systems/huey.py, the same
+    durability): n enqueues, then n dequeues, each committed alone. Not SQLite alone: the
+    peer issue 22 holds sbroker's W1 to, beside the SQL sbroker needs."""
+    from bench.servers import ServerPool
+    from bench.systems.huey import Huey
+
+    system = Huey(ServerPool(lambda _line: None))
+    system.setup(path.parent, "normal")
+    client = system.client()
+    try:
+        send = _rate(n, lambda: [client.send_one(BODY) for _ in range(n)])
+        receive = _rate(n, lambda: [client.receive_one(1.0) for _ in range(n)])
+        return {"send": send, "receive": receive}
+    finally:
+        client.close()
+        system.teardown()
 
 
 def sbroker_w2(path: Path, n: int) -> dict[str, float]:
@@ -443,9 +498,13 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     w1, w2 = (2_000, 20_000) if args.quick else (10_000, 100_000)
     console = Console(width=None if sys.stdout.isatty() else 120)
+    huey = _runs(huey_w1, w1, args.runs)
     measured = [
         ("raw SQLite, 1 INSERT/tx", "send", _runs(raw_insert, w1, args.runs)),
+        ("W1 send, sbroker's SQL only", "send", _runs(sbroker_w1_send, w1, args.runs)),
+        ("W1 send, huey (its whole enqueue)", "send", huey),
         ("W1 receive, sbroker's SQL only", "receive", _runs(sbroker_w1_receive, w1, args.runs)),
+        ("W1 receive, huey (its whole dequeue)", "receive", huey),
         ("W1 receive, barest grouped queue", "receive",
          _runs(barest_grouped_receive, w1, args.runs)),
         ("W1 receive, barest queue, no group index", "receive",
@@ -487,6 +546,14 @@ def main(argv: list[str] | None = None) -> int:
                  "W1 receive, barest grouped queue, marked"):
         console.print(f"  {name} / raw INSERT per tx: {medians[name] / raw:.2f} "
                       "(issue 2's target for the whole engine: >= 0.80)")
+    for kind, verb in (("send", "enqueue"), ("receive", "dequeue")):
+        ours = medians[f"W1 {kind}, sbroker's SQL only"]
+        peer = medians[f"W1 {kind}, huey (its whole {verb})"]
+        console.print(f"  W1 {kind}, sbroker's SQL only / huey: {ours / peer:.2f} (issue 22's"
+                      " target for the whole engine: >= 0.90; the SQL alone sets its bound)")
+    w2_send = medians["W2 send, sbroker's SQL only"]
+    console.print(f"  W2 send, sbroker's SQL only: {w2_send:,.0f} msgs/s (issue 22's target for"
+                  " the whole engine: >= 100,000)")
     cpu_us = statistics.median(w3["cpu_us"])
     switches = statistics.median(w3["switches"])
     console.print(f"  W3, barest group-committed queue: {cpu_us:.0f} us CPU and {switches:.1f}"

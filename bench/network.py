@@ -6,7 +6,8 @@ Two figures per setting: "transfer" (the network layer: with the messages waitin
 transmission queue, from the moment a route to B is created until all are durably in B's queue
 and acknowledged back), and "end to end" (from the first SEND commit on A to the commit of the
 RECEIVE that took the last message on B; the applications run in this process).
-Run it from the repository root (it uses the fault-injecting proxy of ``tests/network``).
+Run it from the repository root (it uses the fault-injecting proxy of
+``tests/integration/network``).
 Options: ``--retry-initial`` (seed default 2 s), ``--loss``, ``--messages``, ``--dialogs``,
 ``--settings clean|proxy|both``, ``--runs N``. Each result also gives the CPU seconds each
 serving process used while it was timed (``cpu_a``, ``cpu_b``), a steadier figure than the
@@ -28,7 +29,7 @@ from typing import Any
 
 import sbroker
 from sbroker.cli.serve import run_serve
-from tests.network.proxy import FaultProxy, Faults
+from tests.integration.network.proxy import FaultProxy, Faults
 
 SECRET = "bench secret"
 

@@ -5,6 +5,7 @@ message in the transmission queue for the transmitter."""
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import fields
 
 from sbroker.core import messages as m
@@ -29,8 +30,11 @@ from sbroker.engine.endpoints import (
     load_peer,
     save_state,
 )
+from sbroker.engine.ops import Send
 
 _N_FIELDS = len(fields(Endpoint))
+
+PEERS_KEPT = 10_000  # conversations remembered for send_direct (the oldest go first)
 
 _PEER_HANDLE = _N_FIELDS + 2  # the peer's handle in a _SENDER row
 
@@ -86,6 +90,43 @@ def prefetch_senders(ctx: Context, senders: dict[str, int]) -> None:
         rows = ctx.conn.query_all(sql.senders, (ctx.conn.ids(whole),))
         ctx.pre = {row[1]: row for row in rows}
 
+def send_direct(ctx: Context, op: Send, eps: dict[str, Endpoint]) -> bool:
+    """A commit's only SEND, on one conversation whose local peer conversed at its last
+    commit: one INSERT ... SELECT puts the message in the peer's queue if the database agrees
+    (both ends conversing, nothing waiting in the transmission queue, the catalog this commit
+    checked against still current), then one UPDATE numbers the next by rowid.  False, with
+    nothing written, when it does not: the ordinary path then decides."""
+    handles, mtype, body = op
+    if len(handles) != 1:
+        return False
+    handle = handles[0]
+    peer = ctx.peers.get(handle)
+    ep = eps.get(handle)
+    if peer is None or ep is None or ep.conv_order is None or mtype in m.SYSTEM_MESSAGE_TYPES:
+        return False
+    mt = ctx.catalog.message_types.get(mtype)
+    if mt is None or mt.check(body) is not None or not _direct(
+            ctx, ep.queue_id, ep.far_service, ep.far_broker_instance):
+        return False
+    conn = ctx.conn
+    sql = conn.sql
+    if conn.execute(sql.send_direct, (
+            mtype, mt.validation_code, body, m.new_id(), ctx.now, ep.conv_order, handle,
+            peer[0], ctx.catalog.version)).rowcount != 1:
+        ctx.peers.pop(handle, None)
+        return False
+    conn.execute(sql.bump_send_seq, (ep.conv_order,))
+    ctx.ready_queues.add(peer[1])
+    return True
+
+def _learn_peer(ctx: Context, handle: str, peer_order: int, peer_queue: int) -> None:
+    """Remember that ``handle``'s local peer converses (the next SEND may go direct)."""
+    peers = ctx.peers
+    if handle not in peers and len(peers) >= PEERS_KEPT:
+        with contextlib.suppress(StopIteration, KeyError, RuntimeError):
+            del peers[next(iter(peers))]
+    peers[handle] = (peer_order, peer_queue)
+
 def _is_touched(ctx: Context, handle: str, peer: object) -> bool:
     """Whether this commit changed the endpoint or its peer since their row was read."""
     return (handle in ctx.touched or handle in ctx.changed or peer in ctx.touched
@@ -99,6 +140,7 @@ def _take_ready(ctx: Context, handle: str) -> Fast | None:
     ctx.touched.add(handle)
     ctx.touched.add(row[8])
     fast = ctx.fast[handle] = Fast(row[2], row[2], row[1], row[6:])
+    _learn_peer(ctx, handle, row[9], row[6])
     return fast
 
 def _read_sender(ctx: Context, handle: str) -> tuple[object, ...] | None:
@@ -176,6 +218,8 @@ def send_user_message(ctx: Context, handle: str, mtype: str, body: bytes) -> Non
             ctx.fast[handle] = Fast(ep.send_seq, ep.send_seq, ep.conv_order, (
                 last.queue_id, last.group_id, last.handle, last.conv_order, last.priority,
                 last.service, last.contract))
+            if last.conv_order is not None:
+                _learn_peer(ctx, handle, last.conv_order, last.queue_id)
 
 def flush(ctx: Context) -> None:
     """Write what the SEND fast path kept in memory: message rows and sequence numbers."""

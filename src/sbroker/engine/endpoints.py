@@ -97,6 +97,9 @@ class Context:
     pre: dict[str, tuple[object, ...]] = field(default_factory=dict)
     touched: set[str] = field(default_factory=set)
     seqs: dict[str, tuple[int, int | None]] = field(default_factory=dict)  # (seq, rowid)
+    # Conversations whose local peer was last seen conversing: sender handle -> the peer's
+    # (rowid, queue). A SEND on one goes straight in (dialogs.send_direct); the engine's.
+    peers: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 def insert_endpoint(ctx: Context, ep: Endpoint) -> None:
     row = ctx.conn.query_one(ctx.conn.sql.insert_endpoint, astuple(ep)[1:])

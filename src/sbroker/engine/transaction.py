@@ -365,7 +365,8 @@ class Transaction(Receiving):
             self._release()
             return
         engine = self._engine
-        ctx = Context(None, self._cat(), engine.clock.now(), engine.anti_replay)  # type: ignore[arg-type]
+        ctx = Context(None, self._cat(), engine.clock.now(), engine.anti_replay,  # type: ignore[arg-type]
+                      peers=engine.direct_peers)
         sent = senders(self._ops, self._eps)
 
         def apply(conn: Connection) -> None:

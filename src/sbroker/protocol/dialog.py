@@ -69,18 +69,22 @@ class DialogEngine:
     def frame_received(self, frame: Fragment | Ack, now: float) -> None:
         """Take one authenticated dialog frame from the peer."""
         self.frames_received += 1
-        for entry in frame.acks:
-            self._events.extend(self._out.ack(entry))
+        if frame.acks:
+            for entry in frame.acks:
+                self._events.extend(self._out.ack(entry, now))
+            self._out.acks_done(now)
         if isinstance(frame, Fragment):
             self._events.extend(self._in.fragment(frame, now))
 
     def next_frame(self, now: float) -> Fragment | Ack | None:
         """The next frame to send: a fragment carrying pending acks, or acks alone once due."""
-        frag = self._out.next_fragment(now, self._in.take_acks)
+        frag = self._out.next_fragment(now, lambda: self._in.take_acks(now))
         if frag is not None:
             return frag
         if self._in.ack_due(now):
-            return Ack(self._in.take_acks())
+            acks = self._in.take_acks(now)
+            if acks:  # none when the gaps that were due have closed meanwhile
+                return Ack(acks)
         return None
 
     def link_up(self, owner: object = None) -> None:
@@ -138,6 +142,8 @@ class DialogEngine:
             "unacked_messages": self._out.unacked,
             "fragments_sent": self._out.fragments_sent,
             "retransmissions": self._out.retransmissions,
+            "fast_retransmissions": self._out.fast_retransmissions,
+            "probes": self._out.probes,
             "frames_received": self.frames_received,
             "duplicates_dropped": self._in.duplicates,
             "dropped_out_of_window": self._in.dropped_out_of_window,

@@ -119,13 +119,19 @@ def dialog_key(conversation_id: UUID, from_initiator: bool) -> DialogKey:
 
 @dataclass(frozen=True, slots=True)
 class AckEntry:
-    """Cumulative acknowledgement: every message of `key` with seq < `next_seq` is durable."""
+    """Cumulative acknowledgement: every message of `key` with seq < `next_seq` is durable.
+
+    `held` reports a gap: bit i set means the receiver holds message `next_seq + i` already
+    (delivered or waiting behind a missing one), so the unset ones below the highest set bit
+    are missing and the sender may retransmit them at once. 0: no gap to report."""
 
     key: DialogKey
     next_seq: int
+    held: int = 0
 
     def __post_init__(self) -> None:
         _check(0 <= self.next_seq <= _U64, "next_seq out of range")
+        _check(0 <= self.held <= _U64, "held out of range")
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,6 +277,8 @@ Frame: TypeAlias = Hello | Challenge | Proof | Accept | Refuse | Fragment | Ack 
 # encoding
 
 _ACK = struct.Struct("!16sBQ")
+_HELD = struct.Struct("!Q")
+_HAS_HELD = 2  # in an ack entry's direction byte: a `held` bitmap follows the entry
 _FRAG = struct.Struct("!16sBQII")
 _HDR = struct.Struct("!IB")
 _HELLO = struct.Struct("!16s32sB")
@@ -290,9 +298,14 @@ def _opt_uuid(value: UUID | None) -> bytes:
 
 def _acks(acks: tuple[AckEntry, ...]) -> bytes:
     parts = [_U16.pack(len(acks))]
-    parts.extend(
-        _ACK.pack(a.key.conversation_id.bytes, int(a.key.from_initiator), a.next_seq) for a in acks
-    )
+    for a in acks:
+        if a.held:
+            parts.append(_ACK.pack(a.key.conversation_id.bytes,
+                                   int(a.key.from_initiator) | _HAS_HELD, a.next_seq))
+            parts.append(_HELD.pack(a.held))
+        else:
+            parts.append(_ACK.pack(a.key.conversation_id.bytes, int(a.key.from_initiator),
+                                   a.next_seq))
     return b"".join(parts)
 
 
@@ -419,14 +432,26 @@ def _key(raw: bytes) -> DialogKey:
 def _acks_at(body: bytes, pos: int) -> tuple[tuple[AckEntry, ...], int]:
     (n,) = _U16.unpack_from(body, pos)
     pos += 2
-    end = pos + n * _ACK.size
-    if n > MAX_ACKS or end > len(body):
+    if n > MAX_ACKS or pos + n * _ACK.size > len(body):
         raise RemoteProtocolError("bad ack list")
-    acks = tuple(
-        AckEntry(_key(body[i : i + 17]), int.from_bytes(body[i + 17 : i + 25], "big"))
-        for i in range(pos, end, _ACK.size)
-    )
-    return acks, end
+    acks = []
+    for _ in range(n):
+        end = pos + _ACK.size
+        flags = body[pos + 16]
+        if flags & _HAS_HELD:
+            (held,) = _HELD.unpack_from(body, end)
+            key = _key(body[pos : pos + 16] + bytes([flags & ~_HAS_HELD]))
+            if not held:
+                raise RemoteProtocolError("an empty held bitmap")
+            acks.append(AckEntry(key, int.from_bytes(body[pos + 17 : end], "big"), held))
+            end += _HELD.size
+        else:
+            acks.append(AckEntry(_key(body[pos : pos + 17]),
+                                 int.from_bytes(body[pos + 17 : end], "big")))
+        pos = end
+    if pos > len(body):
+        raise RemoteProtocolError("bad ack list")
+    return tuple(acks), pos
 
 
 def _text_at(body: bytes, pos: int) -> tuple[str, int]:

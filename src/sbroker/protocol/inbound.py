@@ -5,6 +5,18 @@ Per dialog direction two counters matter: `persisted_next` (durable, owned by th
 looked up once) and `delivered_next` (messages handed out but not yet confirmed). Fragments
 of messages ahead of `delivered_next` are buffered within `reorder_window`; beyond it they are
 dropped unacknowledged and come again by retransmission.
+
+A message completed ahead of `delivered_next` also means a gap: an earlier message was lost,
+or overtaken by a later one on a link that reorders. Once the gap has lasted
+`DialogConfig.reorder_delay` (an overtaken message has come by then), acks of that dialog say
+which of the following messages the receiver holds (`AckEntry.held`), so that the sender
+resends the missing ones at once instead of waiting for its retry timer; the first such ack
+goes out at that moment, without the ack delay.
+
+An ack that is lost cannot be told from a lost message by the sender; when it was the last of
+its dialog (no later one covers it), the sender would only find out by probing. So every ack
+goes a second time two ack delays (at least 20 ms) later, unless a later ack of that dialog
+has gone since.
 """
 
 from __future__ import annotations
@@ -22,7 +34,10 @@ from sbroker.protocol.frames import (
 )
 from sbroker.protocol.outbound import DialogConfig
 
-__all__ = ["Inbound", "PartialMessage"]
+__all__ = ["HELD_BITS", "Inbound", "PartialMessage"]
+
+HELD_BITS = 64  # messages after an ack's next_seq that its `held` bitmap covers
+GAP_REPORTS = 8  # reports of one gap at most (then the sender's probes and timer go on)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,12 +66,32 @@ class _Reassembly:
 
 
 class _InDialog:
-    __slots__ = ("buffer", "delivered_next", "persisted_next")
+    __slots__ = ("buffer", "delivered_next", "gap_at", "gap_reports", "persisted_next")
 
     def __init__(self, persisted_next: int) -> None:
         self.persisted_next = persisted_next
         self.delivered_next = persisted_next
         self.buffer: dict[int, _Reassembly] = {}
+        self.gap_at: float | None = None  # when the current gap may be reported
+        self.gap_reports = 0  # reports of the current gap so far
+
+    def held(self, next_seq: int) -> int:
+        """The `AckEntry.held` bitmap for an ack of `next_seq`: 0 unless messages wait
+        behind a gap."""
+        if not self.buffer:
+            return 0
+        bits = 0
+        delivered = self.delivered_next
+        for i in range(HELD_BITS):
+            seq = next_seq + i
+            if seq < delivered:
+                bits |= 1 << i
+            else:
+                r = self.buffer.get(seq)
+                if r is not None and r.complete:
+                    bits |= 1 << i
+        # No gap when every held message follows next_seq without a hole.
+        return 0 if bits & (bits + 1) == 0 else bits
 
 
 class Inbound:
@@ -67,6 +102,8 @@ class Inbound:
         self._lookup = receive_state
         self._dialogs: dict[DialogKey, _InDialog] = {}
         self._pending: dict[DialogKey, int] = {}
+        self._gaps: dict[DialogKey, float] = {}  # gap reports due, and when
+        self._repeats: dict[DialogKey, tuple[int, float]] = {}  # acks to send again, when
         self._ack_at: float | None = None
         self.duplicates = 0
         self.dropped_out_of_window = 0
@@ -94,6 +131,8 @@ class Inbound:
         if d is not None:
             self.buffered -= len(d.buffer)
         self._pending.pop(key, None)
+        self._gaps.pop(key, None)
+        self._repeats.pop(key, None)
 
     # -- fragments in ---------------------------------------------------------------------
 
@@ -122,12 +161,18 @@ class Inbound:
             r = d.buffer[seq] = _Reassembly(frag.count)
         if frag.index in r.parts:
             self.duplicates += 1
+            if d.gap_at is not None:  # resent while it waits: the gap report was lost
+                self._want_ack(frag.key, d.persisted_next, now)
             return []
         r.parts[frag.index] = frag.payload
         r.size += len(frag.payload)
         if frag.header is not None:
             r.header = frag.header
-        if seq != d.delivered_next or not r.complete:
+        if seq != d.delivered_next:
+            if r.complete and d.gap_at is None:
+                self._gap(frag.key, d, now)
+            return []
+        if not r.complete:
             return []
         out = []
         while r is not None and r.complete:
@@ -140,7 +185,18 @@ class Inbound:
             out.append(MessageReceived(message))
             d.delivered_next += 1
             r = d.buffer.get(d.delivered_next)
+        d.gap_at = None
+        if d.buffer:  # the front of the gap is filled, a later hole may remain
+            self._gap(frag.key, d, now)
         return out
+
+    def _gap(self, key: DialogKey, d: _InDialog, now: float) -> None:
+        """A message completed behind a missing one: an ack of the dialog reports the gap
+        once it has lasted the reorder delay."""
+        d.gap_at = self._gaps[key] = at = now + self.config.reorder_delay
+        d.gap_reports = 0
+        if self._ack_at is None or self._ack_at > at:
+            self._ack_at = at
 
     def _whole(self, frag: Fragment, d: _InDialog) -> list[MessageReceived]:
         """The next expected message arrived whole and nothing waits behind it."""
@@ -181,8 +237,9 @@ class Inbound:
     def _want_ack(self, key: DialogKey, next_seq: int, now: float) -> None:
         if self._pending.get(key, -1) < next_seq:
             self._pending[key] = next_seq
-        if self._ack_at is None:
-            self._ack_at = now + self.config.ack_delay
+        at = now + self.config.ack_delay
+        if self._ack_at is None or self._ack_at > at:  # (a gap report may be due later)
+            self._ack_at = at
 
     def ack_due(self, now: float) -> bool:
         return self._ack_at is not None and now >= self._ack_at
@@ -190,27 +247,76 @@ class Inbound:
     def next_timer(self) -> float | None:
         return self._ack_at
 
-    def take_acks(self) -> tuple[AckEntry, ...]:
-        """Up to `max_acks_per_frame` pending acks, removed from the pending set."""
-        if not self._pending:
+    def take_acks(self, now: float) -> tuple[AckEntry, ...]:
+        """Up to `max_acks_per_frame` pending acks, removed from the pending set; a gap that
+        has lasted the reorder delay makes its dialog's ack report what is held."""
+        pending, dialogs, repeats = self._pending, self._dialogs, self._repeats
+        if self._gaps:
+            self._due_gaps(now)
+        if repeats:
+            self._due_repeats(now)
+        if not pending:
+            self._ack_at = self._next_due()
             return ()
         limit = self.config.max_acks_per_frame
+        again = now + max(2 * self.config.ack_delay, 0.02)
         out = []
-        for key, next_seq in self._pending.items():
-            out.append(AckEntry(key, next_seq))
+        for key, next_seq in pending.items():
+            d = dialogs.get(key)
+            held = 0
+            if d is not None and d.gap_at is not None and d.gap_at <= now:
+                held = d.held(next_seq)
+            out.append(AckEntry(key, next_seq, held))
+            if repeats.get(key, (-1,))[0] == next_seq:
+                del repeats[key]  # this is the repeat
+            elif not held:
+                repeats[key] = (next_seq, again)
             if len(out) == limit:
                 break
         for entry in out:
-            del self._pending[entry.key]
-        if not self._pending:
-            self._ack_at = None
+            del pending[entry.key]
+        if not pending:
+            self._ack_at = self._next_due()
         return tuple(out)
+
+    def _next_due(self) -> float | None:
+        """When the next gap report or repeated ack is due."""
+        times = [*self._gaps.values(), *(at for _, at in self._repeats.values())]
+        return min(times) if times else None
+
+    def _due_repeats(self, now: float) -> None:
+        """Acks due again: pending once more, unless a later ack of the dialog went since
+        (it has its own repeat)."""
+        for key, (next_seq, at) in list(self._repeats.items()):
+            if at > now:
+                continue
+            d = self._dialogs.get(key)
+            if d is None or d.persisted_next != next_seq:
+                del self._repeats[key]
+            elif self._pending.get(key, -1) < next_seq:
+                self._pending[key] = next_seq
+
+    def _due_gaps(self, now: float) -> None:
+        """Gaps that have lasted the reorder delay (and still stand) get an ack, and again
+        every two ack delays while they stand (a resend may be lost too), a few times."""
+        cfg = self.config
+        due = [key for key, at in self._gaps.items() if at <= now]
+        for key in due:
+            del self._gaps[key]
+            d = self._dialogs.get(key)
+            if d is None or d.gap_at is None:
+                continue
+            if self._pending.get(key, -1) < d.persisted_next:
+                self._pending[key] = d.persisted_next
+            d.gap_reports += 1
+            if d.gap_reports < GAP_REPORTS:
+                self._gaps[key] = now + max(2 * cfg.ack_delay, 2 * cfg.reorder_delay, 0.01)
 
     # -- introspection --------------------------------------------------------------------
 
     @property
     def has_pending_acks(self) -> bool:
-        return bool(self._pending)
+        return bool(self._pending or self._gaps or self._repeats)
 
     @property
     def has_partial(self) -> bool:

@@ -56,6 +56,12 @@ class Connection(Protocol):
     def dialect(self) -> str: ...
 
     @property
+    def serial_writer(self) -> bool:
+        """Whether the database runs one write transaction at a time (SQLite): a commit then
+        needs no lock of its own on the conversations it changes."""
+        ...
+
+    @property
     def sql(self) -> Queries:
         """The backend's named statements: ``conn.execute(conn.sql.some_name, params)``."""
         ...

@@ -18,7 +18,7 @@ from sbroker.protocol import (
     MessageAcked,
     MessageReceived,
 )
-from sbroker.protocol.frames import Ack, Fragment
+from sbroker.protocol.frames import Ack, AckEntry, Fragment
 
 CONV = UUID(int=1)
 KEY = DialogKey(CONV, True)
@@ -164,6 +164,114 @@ def test_after_a_restart_the_durable_next_seq_decides_what_is_a_duplicate() -> N
     assert [ev.seq for ev in a.events() if isinstance(ev, MessageAcked)] == [0, 1, 2]
 
 
+def timed(a: DialogEngine, b: DialogEngine) -> None:
+    """One message there and its ack back after b's ack delay: `a` has timed a round trip
+    (50 ms)."""
+    a.send_message(msg(0))
+    deliver(frames(a, 0.0), b, 0.0)
+    persist_all(b, received(b), 0.0)
+    deliver(frames(b, 0.05), a, 0.05)
+    assert a.events() == [MessageAcked(KEY, 0)]
+
+
+def test_a_lost_message_is_sent_again_once_the_receiver_reports_the_gap() -> None:
+    a, b = engine(), engine(DialogConfig(ack_delay=0.05))
+    for s in range(5):
+        a.send_message(msg(s))
+    fs = frames(a, 0.0)
+    deliver([f for f in fs if f.seq != 1], b, 0.0)  # 1 is lost
+    persist_all(b, received(b), 0.0)
+    assert frames(b, 0.005) == []  # a gap younger than the reorder delay may be reordering
+    (report,) = frames(b, 0.01)
+    assert report == Ack((AckEntry(KEY, 1, held=0b1110),))  # 1 missing; 2, 3, 4 held
+    deliver([report], a, 0.011)
+    assert [f.seq for f in frames(a, 0.011) if isinstance(f, Fragment)] == [1]
+    assert a.stats()["fast_retransmissions"] == 1 and a.stats()["retransmissions"] == 0
+
+
+def test_a_gap_is_not_reported_when_the_missing_message_was_only_overtaken() -> None:
+    a, b = engine(), engine(DialogConfig(ack_delay=0.05))
+    for s in range(3):
+        a.send_message(msg(s))
+    f0, f1, f2 = frames(a, 0.0)
+    deliver([f0, f2], b, 0.0)
+    deliver([f1], b, 0.004)  # overtaken, arrives within the reorder delay
+    persist_all(b, received(b), 0.004)
+    assert [f.acks for f in frames(b, 0.1)] == [(AckEntry(KEY, 3),)]
+
+
+def test_a_lost_last_message_is_probed_after_a_few_round_trips_not_the_retry_time() -> None:
+    a, b = engine(), engine(DialogConfig(ack_delay=0.05))
+    timed(a, b)
+    a.send_message(msg(1))
+    assert len(frames(a, 0.06)) == 1  # lost
+    probe_at = a.next_timer()
+    assert probe_at is not None and 0.06 < probe_at < 0.5  # the retry timer: 2 to 3 s
+    a.handle_timer(probe_at)
+    (probe,) = frames(a, probe_at)
+    deliver([probe], b, probe_at)
+    persist_all(b, received(b), probe_at)
+    deliver(frames(b, probe_at + 0.05), a, probe_at + 0.05)
+    assert a.events() == [MessageAcked(KEY, 1)] and a.stats()["probes"] == 1
+
+
+def test_a_lost_last_message_is_probed_as_soon_as_later_messages_are_acked() -> None:
+    a, b = engine(), engine(DialogConfig(ack_delay=0.05))
+    timed(a, b)
+    other = DialogKey(UUID(int=2), True)
+    a.send_message(msg(1))
+    for s in range(5):
+        a.send_message(msg(s, conv=other.conversation_id))
+    fs = frames(a, 0.06)
+    deliver([f for f in fs if f.key != KEY], b, 0.06)  # KEY's message 1 is lost
+    persist_all(b, received(b), 0.06)
+    deliver(frames(b, 0.11), a, 0.11)  # acks of `other`, sent after it
+    assert [(f.key, f.seq) for f in frames(a, 0.11)] == [(KEY, 1)]  # no timer needed
+    assert a.stats()["probes"] == 1
+
+
+def test_a_lost_ack_is_recovered_by_a_probe_and_probes_stop_after_max_probes() -> None:
+    a, b = engine(DialogConfig(max_probes=2)), engine(DialogConfig(ack_delay=0.05))
+    timed(a, b)
+    a.send_message(msg(1))
+    deliver(frames(a, 0.06), b, 0.06)
+    persist_all(b, received(b), 0.06)
+    assert len(frames(b, 0.11)) == 1  # the ack is lost
+    probes = []
+    now = 0.11
+    while (t := a.next_timer()) is not None and t < 2.0:
+        now = t
+        a.handle_timer(now)
+        probes += frames(a, now)
+    assert len(probes) == 2 and a.stats()["retransmissions"] == 0  # then the retry timer
+    deliver(probes[:1], b, now)  # a duplicate: acknowledged again
+    deliver(frames(b, now + 0.05), a, now + 0.05)
+    assert a.events() == [MessageAcked(KEY, 1)]
+
+
+def test_an_ack_goes_twice_so_that_a_lost_last_ack_needs_no_probe() -> None:
+    a, b = engine(), engine(DialogConfig(ack_delay=0.05))
+    a.send_message(msg(0))
+    deliver(frames(a, 0.0), b, 0.0)
+    persist_all(b, received(b), 0.0)
+    assert len(frames(b, 0.05)) == 1  # lost
+    assert frames(b, 0.09) == []
+    (again,) = frames(b, 0.16)
+    deliver([again], a, 0.16)
+    assert a.events() == [MessageAcked(KEY, 0)] and a.stats()["probes"] == 0
+    assert frames(b, 1.0) == []  # twice, not more
+
+
+def test_without_fast_retransmit_only_the_retry_timer_resends() -> None:
+    a, b = engine(DialogConfig(fast_retransmit=False)), engine(DialogConfig(ack_delay=0.05))
+    timed(a, b)
+    for s in range(1, 4):
+        a.send_message(msg(s))
+    deliver([f for f in frames(a, 0.06) if f.seq != 1], b, 0.06)
+    deliver(frames(b, 0.1), a, 0.1)  # a gap report
+    assert frames(a, 0.1) == [] and a.next_timer() is not None and a.next_timer() >= 2.0
+
+
 def test_set_receive_state_overrides_the_lookup() -> None:
     b = engine()
     b.set_receive_state(KEY, 2)
@@ -180,6 +288,9 @@ def test_fragments_beyond_the_reorder_window_are_dropped_unacknowledged() -> Non
     deliver(frames(a)[1:], b)  # 0 is lost; 1 is buffered, 2 is beyond the window
     assert received(b) == [] and b.stats()["dropped_out_of_window"] == 1
     assert frames(b) == []
+    # Once the gap has lasted the reorder delay, a gap report goes back (0 missing, 1 held);
+    # 2 is not acknowledged in any way.
+    assert frames(b, 0.01) == [Ack((AckEntry(KEY, 0, held=0b10),))]
 
 
 def test_refused_messages_are_delivered_again_on_retransmission() -> None:

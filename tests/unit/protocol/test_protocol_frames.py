@@ -66,6 +66,7 @@ EXAMPLES: list[Frame] = [
     Fragment(DK, 3, 1, 2, b"secondhalf"),
     Fragment(DialogKey(CONV, False), 2**64 - 1, 0, 1, b"", MessageHeader("ü名", "", "", "", 0)),
     Ack((AckEntry(DK, 0), AckEntry(DialogKey(UUID(int=9), False), 2**64 - 1))),
+    Ack((AckEntry(DK, 4, held=0b1101), AckEntry(DialogKey(CONV, False), 1, held=2**64 - 1))),
     Keepalive(),
     Close("idle"),
 ]
@@ -105,6 +106,7 @@ def test_sealed_frames_are_cut_from_a_stream_byte_by_byte(frame: Frame) -> None:
         lambda: MessageHeader("T", "a", "b", "C", 0, expires_at=float("nan")),
         lambda: MessageHeader("x" * 5000, "a", "b", "C", 0),
         lambda: AckEntry(DK, -1),
+        lambda: AckEntry(DK, 0, held=2**64),
         lambda: DialogKey("not a uuid", True),  # type: ignore[arg-type]
     ],
 )
@@ -126,6 +128,15 @@ def test_unknown_frame_type_and_trailing_bytes_are_remote_errors() -> None:
     broken = bad[:2] + bad[2:27] + struct.pack("!II", 5, 2) + bad[35:]
     with pytest.raises(RemoteProtocolError, match="invalid FRAGMENT"):
         decode_body(FrameType.FRAGMENT, broken)
+
+
+def test_a_gap_report_whose_bitmap_is_empty_or_cut_short_is_a_remote_error() -> None:
+    plain = encode_body(Ack((AckEntry(DK, 4),)))
+    flagged = plain[:18] + bytes([plain[18] | 2]) + plain[19:]  # "a bitmap follows"
+    with pytest.raises(RemoteProtocolError):
+        decode_body(FrameType.ACK, flagged + bytes(8))  # an all-zero bitmap
+    with pytest.raises(RemoteProtocolError):
+        decode_body(FrameType.ACK, flagged + bytes(4))
 
 
 def test_damaged_header_is_a_framing_error() -> None:

@@ -178,7 +178,10 @@ class Transmitter:
                 if failures:
                     self._record_failures(failures)
                 now = time.monotonic()
-                cat = self.engine.catalog(max_age=0.05)
+                # Woken by a commit: it may be DDL (a route another process just created),
+                # which a snapshot checked up to 50 ms ago would hide until the next full
+                # scan, a second later.
+                cat = self.engine.catalog(max_age=0.0 if woken else 0.05)
                 full = now - last_full >= FULL_SCAN_SECONDS or cat.version != catalog_version
                 if full or woken:
                     if full:

@@ -16,6 +16,7 @@ from typing import Any
 from sbroker.storage.queries import Queries, load
 
 SQL = load("sbroker.storage.sqlite", "queries.sql")
+BACKEND = load("sbroker.storage.sqlite", "backend.sql")  # this backend's own statements
 
 
 class SqliteConnection(sqlite3.Connection):
@@ -23,6 +24,7 @@ class SqliteConnection(sqlite3.Connection):
 
     sql: Queries = SQL
     dialect = "sqlite"
+    serial_writer = True  # the group-commit writer runs one write transaction at a time
 
     def query_one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
         row: tuple[Any, ...] | None = self.execute(sql, params).fetchone()

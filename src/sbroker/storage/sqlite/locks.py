@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sbroker.core.errors import QueueStreamedError
-from sbroker.storage.sqlite.connection import SqliteConnection
+from sbroker.storage.sqlite.connection import BACKEND, SqliteConnection
 
 if TYPE_CHECKING:
     from sbroker.storage.sqlite.store import SqliteStore
@@ -182,28 +182,30 @@ class SqliteTxStorage:
     def take(self, queue_id: int, group: str | None, handle: str | None, limit: int,
              received: Sequence[int], probing: bool) -> list[Row]:
         def attempt(conn: SqliteConnection) -> list[Row]:
-            target, free = group, False
-            if target is None and not received and not self._held_by_others():
-                params = (queue_id, queue_id, self._owner, limit)
-                found = conn.execute(conn.sql.receive_take_next, params).fetchall()
+            if group is None:
+                others = self._held_by_others()
+                if received or others:
+                    ids = conn.ids
+                    sql = BACKEND.receive_take_excluding
+                    params: tuple[Any, ...] = (
+                        queue_id, queue_id, self._owner, ids(received) if received else "[]",
+                        ids(others) if others else "[]", limit)
+                else:
+                    sql, params = conn.sql.receive_take_next, (queue_id, queue_id, self._owner,
+                                                               limit)
+                found = conn.execute(sql, params).fetchall()
                 if not found and self._found_nothing(conn, queue_id):
-                    found = conn.execute(conn.sql.receive_take_next, params).fetchall()
+                    found = conn.execute(sql, params).fetchall()
                 if found and not self._lock(conn, queue_id, found[0][3], known_free=True):
                     return []
                 return found
-            if target is None:
-                target = self._next_group(conn, queue_id, received)
-                if target is None:
-                    return []
-                free = True
-            else:
-                self._refuse_if_streamed(conn, queue_id)
-            if not self._lock(conn, queue_id, target, known_free=free):
+            self._refuse_if_streamed(conn, queue_id)
+            if not self._lock(conn, queue_id, group):
                 return []
             if handle:
                 return conn.execute(conn.sql.receive_fetch_handle,
-                                    (target, handle, limit)).fetchall()
-            return conn.execute(conn.sql.receive_fetch, (target, limit)).fetchall()
+                                    (group, handle, limit)).fetchall()
+            return conn.execute(conn.sql.receive_fetch, (group, limit)).fetchall()
 
         if not self._worth_a_write(queue_id, group, handle, probing):
             return []
@@ -214,7 +216,10 @@ class SqliteTxStorage:
         if self.locks:
             still_lazy = self._writer.lazy_release(self._owner)
             if still_lazy < len(self.locks):  # some were written as rows meanwhile
-                conn.execute(conn.sql.release_group_locks, (self._owner,))
+                if self._held:
+                    conn.execute(conn.sql.release_group_locks, (self._owner,))
+                else:  # with the batch's COMMIT, together with other transactions' rows
+                    self._writer.unlock_rows(self._owner)
 
     def commit(self, apply: Callable[[SqliteConnection], None], *, received: bool) -> None:
         def run(conn: SqliteConnection) -> None:

@@ -354,6 +354,30 @@ WHERE s.conv_order IN (SELECT value FROM json_each(?)) AND s.state = 'CO' AND p.
 -- By rowid: no index lookup. Params: send_seq, conv_order.
 UPDATE sb_endpoints SET send_seq = ? WHERE conv_order = ?
 
+-- name: send_direct
+-- A commit's one SEND on a conversation whose local peer conversed before: the message goes
+-- into the peer's queue numbered by the sender's send_seq if both ends still converse,
+-- nothing waits in the transmission queue and the catalog is the one the commit checked
+-- (its version): one row inserted, else none (then the ordinary path). The sender and its
+-- peer are found by rowid (the unary + keeps the planner off the conversation index), the
+-- sender's handle guards against a reused rowid.
+-- Params: message_type, validation, body, message_id, enqueued_at, sender rowid, sender
+-- handle, peer rowid, catalog version. The caller then runs bump_send_seq.
+INSERT INTO sb_messages(queue_id, group_id, handle, conv_order, msn, status, priority,
+    is_timer, message_type, validation, body, message_id, service, contract, enqueued_at)
+SELECT p.queue_id, p.group_id, p.handle, p.conv_order, s.send_seq, 1, p.priority, 0, ?, ?, ?,
+    ?, p.service, p.contract, ?
+FROM sb_endpoints s, sb_endpoints p
+WHERE s.conv_order = ? AND s.handle = ? AND p.conv_order = ? AND s.state = 'CO'
+    AND p.state = 'CO' AND +p.conversation_id = s.conversation_id
+    AND +p.is_initiator = 1 - s.is_initiator
+    AND NOT EXISTS (SELECT 1 FROM sb_transmission_queue t WHERE t.handle = s.handle)
+    AND (SELECT value FROM sb_meta WHERE key = 'catalog_version') = ?
+
+-- name: bump_send_seq
+-- After send_direct: the sender's next sequence number, by rowid. Params: conv_order.
+UPDATE sb_endpoints SET send_seq = send_seq + 1 WHERE conv_order = ?
+
 -- name: peer_and_pending
 -- Does the conversation have messages waiting in the transmission queue (they must go
 -- first), and the peer endpoint if it exists. Params: handle, conversation_id, is_initiator.

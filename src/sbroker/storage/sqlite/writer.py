@@ -2,8 +2,9 @@
 
 The first thread to arrive becomes the leader, takes everything queued, and runs it in ONE
 SQLite transaction on a dedicated connection, each piece inside its own SAVEPOINT so that one
-failure rolls back only that piece.  Followers wait and get their result.  Under concurrency
-many broker commits share one SQLite commit (and one fsync with ``durability="full"``).
+failure rolls back only that piece (a lazy piece, below, writes nothing to SQLite and needs
+none).  Followers wait and get their result.  Under concurrency many broker commits share
+one SQLite commit (and one fsync with ``durability="full"``).
 Each follower sleeps on a lock of its own item: the leader wakes exactly the threads whose
 items it finished, and hands the lead to the oldest queued one (a Condition's notify_all woke
 every follower after every batch: see bench/README.md for what that cost).
@@ -20,6 +21,7 @@ once by its COMMIT therefore costs one SQLite commit, not two.
 from __future__ import annotations
 
 import contextlib
+import json
 import sqlite3
 import threading
 import time
@@ -28,7 +30,7 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from sbroker.core.errors import TransactionStateError
-from sbroker.storage.sqlite.connection import SqliteConnection
+from sbroker.storage.sqlite.connection import BACKEND, SqliteConnection
 
 T = TypeVar("T")
 MAX_BATCH = 256
@@ -99,6 +101,9 @@ class Writer:
         # Groups whose lock was released by a commit still running: observers outside the
         # writer (activation monitors) must see them locked until that COMMIT has landed.
         self._releasing: set[str] = set()
+        # Owners whose lock rows (written by an earlier commit) go with the next COMMIT: one
+        # DELETE per batch instead of one per committing transaction.
+        self._unlock: list[str] = []
         self._closing = False
         self._timer: threading.Thread | None = None
         self._wake = threading.Event()  # set when a lazy transaction opens
@@ -126,12 +131,20 @@ class Writer:
         self._releasing.update(mine)
         return len(mine)
 
+    def unlock_rows(self, owner: str) -> None:
+        """Delete ``owner``'s lock rows with this batch's COMMIT (call inside an item)."""
+        self._unlock.append(owner)
+
     def released(self) -> None:
         """The commit that released locks has ended (committed or not)."""
         self._releasing.clear()
 
     def _materialize(self, conn: SqliteConnection) -> None:
-        """Write the lazy locks as rows (cleared from memory only once COMMIT succeeded)."""
+        """Delete the lock rows released by this batch's items, and write the lazy locks as
+        rows (cleared from memory only once COMMIT succeeded)."""
+        if self._unlock:
+            owners, self._unlock = self._unlock, []
+            conn.execute(BACKEND.release_group_locks_of, (json.dumps(owners),))
         if self._lazy:
             conn.executemany(_INSERT_LOCK, [
                 (g, q, owner, session, at) for g, (q, owner, session, at) in self._lazy.items()
@@ -249,8 +262,10 @@ class Writer:
         """Run ``fn(conn)`` inside a write transaction; its result, or its exception.
 
         ``lazy``: ``fn`` changes nothing but lazy locks (and may leave the transaction open).
+
+        Uncontended (no leader, nothing queued) the caller leads at once with no queue item:
+        the same transaction as a batch of one, without the bookkeeping of followers.
         """
-        item: _Item[T] = _Item(fn, durable, lazy)
         mutex = self._mutex
         with mutex:
             if self._holder == threading.get_ident():
@@ -258,7 +273,19 @@ class Writer:
                     "another transaction in this thread holds the write lock (it ran a write "
                     "statement with execute): commit or roll it back first"
                 )
-            self._queue.append(item)
+            alone = not self._leading and not self._queue
+            if alone:
+                self._leading = True
+            else:
+                item: _Item[T] = _Item(fn, durable, lazy)
+                self._queue.append(item)
+        if alone:
+            try:
+                return self._run_alone(fn, durable, lazy)
+            finally:
+                with mutex:
+                    self._leading = False
+                    self._hand_off()
         while True:
             with mutex:
                 if item.state == 2:
@@ -299,7 +326,66 @@ class Writer:
             raise item.error
         return item.result  # type: ignore[return-value]
 
+    def _run_alone(self, fn: Callable[[SqliteConnection], T], durable: bool, lazy: bool) -> T:
+        """One item in a transaction of its own (call as the leader): its result, or its
+        exception, the transaction rolled back."""
+        conn = self._connection(lazy or durable)  # see _commit for the safety level
+        if not self._open:
+            conn.execute("BEGIN IMMEDIATE")
+        try:
+            result = fn(conn)
+        except BaseException:
+            self._unlock.clear()
+            conn.execute("ROLLBACK")
+            self._open = False
+            self._releasing.clear()
+            self._protect_lazy(conn)
+            raise
+        if lazy and self._lazy:
+            self._keep_open()
+            return result
+        self._commit_batch(conn)
+        self.items += 1
+        return result
+
+    def _keep_open(self) -> None:
+        """Leave the lazy write transaction open (its timer commits it if nobody does)."""
+        if not self._open:
+            self._open = True
+            self._opened_at = time.monotonic()
+            self._ensure_timer()
+            self._wake.set()
+
+    def _commit_batch(self, conn: SqliteConnection) -> None:
+        """Write the lazy locks and COMMIT; on failure roll back (keeping in-memory locks
+        protected) and raise."""
+        try:
+            self._materialize(conn)
+            conn.execute("COMMIT")
+            self._lazy.clear()
+        except BaseException:
+            self._unlock.clear()  # their transactions roll back, releasing them again
+            self._releasing.clear()
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            self._open = False
+            with contextlib.suppress(sqlite3.Error):
+                self._protect_lazy(conn)
+            raise
+        self._open = False
+        self._releasing.clear()
+        self.batches += 1
+        self._on_commit()
+
     def _commit(self, batch: list[_Item[Any]]) -> None:
+        if len(batch) == 1:
+            it = batch[0]
+            try:
+                it.result = self._run_alone(it.fn, it.durable, it.lazy)
+            except BaseException as exc:
+                it.error = exc
+            self._finish(batch, None)
+            return
         lazy = all(it.lazy for it in batch)
         try:
             # A lazy transaction starts at the configured safety level: whatever joins it
@@ -310,55 +396,36 @@ class Writer:
         except BaseException as exc:
             self._finish(batch, exc)
             return
-        alone = len(batch) == 1
         for it in batch:
-            try:
-                if alone:
+            if it.lazy:  # reads and locks in memory only: nothing of it to undo in SQLite
+                try:
                     it.result = it.fn(conn)
-                else:
-                    conn.execute("SAVEPOINT sb_item")
-                    try:
-                        it.result = it.fn(conn)
-                    except BaseException:
-                        conn.execute("ROLLBACK TO sb_item")
-                        raise
-                    finally:
-                        conn.execute("RELEASE sb_item")
+                except BaseException as exc:
+                    it.error = exc
+                continue
+            unlocked = len(self._unlock)
+            try:
+                conn.execute("SAVEPOINT sb_item")
+                try:
+                    it.result = it.fn(conn)
+                except BaseException:
+                    conn.execute("ROLLBACK TO sb_item")
+                    del self._unlock[unlocked:]
+                    raise
+                finally:
+                    conn.execute("RELEASE sb_item")
             except BaseException as exc:  # the item's own failure: only it is undone
                 it.error = exc
-                if alone:
-                    conn.execute("ROLLBACK")
-                    self._open = False
-                    self._releasing.clear()
-                    self._protect_lazy(conn)
-                    self._finish(batch, None)
-                    return
         if lazy and self._lazy:
-            if not self._open:
-                self._open = True
-                self._opened_at = time.monotonic()
-                self._ensure_timer()
-                self._wake.set()
+            self._keep_open()
             self._finish(batch, None)
             return
         try:
-            self._materialize(conn)
-            conn.execute("COMMIT")
-            self._lazy.clear()
+            self._commit_batch(conn)
         except BaseException as exc:
-            self._releasing.clear()
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            self._open = False
-            with contextlib.suppress(sqlite3.Error):
-                self._protect_lazy(conn)
             self._finish(batch, exc)
             return
-        self._open = False
-        self._releasing.clear()
-        self.batches += 1
         self.items += len(batch)
-        self._on_commit()
         self._finish(batch, None)
 
     def _finish(self, batch: list[_Item[Any]], error: BaseException | None) -> None:
