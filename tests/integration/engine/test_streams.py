@@ -1,21 +1,49 @@
 """The engine side of Spark streams (sbroker.engine.streams): positions that never come back,
 the claim that keeps a streamed queue to one reader, planning and replaying ranges, and
-receiving them; the sink's batches sent once on conversations kept per key."""
+receiving them; the sink's batches sent once on conversations kept per key.  On SQLite and
+on PostgreSQL (the run's throwaway server: a test fails, never skips, if it cannot start)."""
 
 from __future__ import annotations
 
 import sqlite3
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 from support.helpers import DEADLINE, begin_and_send, bodies, send
 
 import sbroker
 from sbroker.engine import streams
 from sbroker.engine.streams import QueueStreamedError, SinkTarget, StreamSource
+from sbroker.storage.postgres import session as pg_session
+
+BACKENDS = ["sqlite", "postgres"]
+SQLITE_ONLY = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+POSTGRES_ONLY = pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def db_path(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
+    """The test's broker database: a file, or a fresh database of the run's server."""
+    if backend == "sqlite":
+        yield str(tmp_path / "broker.db")
+        return
+    server = request.getfixturevalue("postgres")
+    url = server.new_database()
+    try:
+        yield url
+    finally:
+        server.drop(url)
 
 
 def _source(b: sbroker.Broker, queue: str = "TargetQueue") -> StreamSource:
@@ -34,7 +62,7 @@ def _stats(b: sbroker.Broker, queue: str) -> dict[str, object]:
 
 
 @pytest.fixture
-def other(db_path: Path, pair: sbroker.Broker) -> Iterator[sbroker.Broker]:
+def other(db_path: str, pair: sbroker.Broker) -> Iterator[sbroker.Broker]:
     """A second broker session on the same file (another reader, as far as claims go)."""
     b = sbroker.Broker.open(db_path)
     try:
@@ -53,8 +81,9 @@ def test_a_position_is_never_handed_out_twice(pair: sbroker.Broker) -> None:
     assert [m.queuing_order for m in pair.peek("TargetQueue")] == [top + 1]
 
 
+@SQLITE_ONLY
 def test_an_older_database_keeps_its_messages_and_positions_grow_past_them(
-        db_path: Path) -> None:
+        db_path: str) -> None:
     with sbroker.Broker.open(db_path) as b:
         for name in ("InitQueue", "TargetQueue"):
             b.create_queue(name)
@@ -121,7 +150,7 @@ def test_a_queue_with_activation_cannot_be_streamed(pair: sbroker.Broker) -> Non
 
 
 def test_closing_the_broker_frees_the_claim(pair: sbroker.Broker, other: sbroker.Broker,
-                                            db_path: Path) -> None:
+                                            db_path: str) -> None:
     third = sbroker.Broker.open(db_path)
     _source(third)
     third.close()
@@ -138,8 +167,12 @@ sys.stdin.readline()
 """
 
 
-def test_the_claim_of_a_killed_process_is_taken_back(pair: sbroker.Broker) -> None:
-    child = subprocess.Popen([sys.executable, "-c", CLAIMER, str(pair.db.path)],
+def test_the_claim_of_a_killed_process_is_taken_back(pair: sbroker.Broker, db_path: str,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # On PostgreSQL a session is dead once it holds no lock and has not beaten for a grace
+    # period (3 s): none here, so that the killed child's session is dead at once.
+    monkeypatch.setattr(pg_session, "GRACE_SECONDS", 0.0)
+    child = subprocess.Popen([sys.executable, "-c", CLAIMER, db_path],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout is not None
@@ -160,7 +193,7 @@ def test_the_claim_of_a_killed_process_is_taken_back(pair: sbroker.Broker) -> No
             stream.close()
 
 
-def test_a_reader_that_lost_its_claim_cannot_commit(pair: sbroker.Broker, db_path: Path) -> None:
+def test_a_reader_that_lost_its_claim_cannot_commit(pair: sbroker.Broker, db_path: str) -> None:
     third = sbroker.Broker.open(db_path)
     begin_and_send(third, "x")
     source = _source(third)
@@ -251,8 +284,10 @@ def test_a_retention_queue_keeps_what_the_stream_received(pair: sbroker.Broker) 
     assert source.latest(10) == source.committed  # nothing ready any more
 
 
-def test_messages_received_before_the_claim_are_not_streamed(pair: sbroker.Broker) -> None:
-    pair.db.sweeper.dense = 0  # received rows are marked, not deleted, until a sweep
+def test_messages_received_before_the_claim_are_not_streamed(pair: sbroker.Broker,
+                                                            backend: str) -> None:
+    if backend == "sqlite":  # received rows are marked, not deleted, until a sweep
+        pair.db.sweeper.dense = 0
     begin_and_send(pair, "gone")
     with pair.transaction() as tx:
         assert bodies(tx.receive("TargetQueue")) == ["gone"]
@@ -266,6 +301,71 @@ def test_a_disabled_queue_stops_the_stream(pair: sbroker.Broker) -> None:
     pair.alter_queue("TargetQueue", status=False)
     with pytest.raises(sbroker.QueueDisabledError):
         source.latest(10)
+
+
+def test_a_receive_of_one_conversation_is_refused_on_a_claimed_queue(
+        pair: sbroker.Broker, other: sbroker.Broker) -> None:
+    handle = begin_and_send(pair, "x")
+    (target,) = [e["conversation_handle"] for e in pair.view("conversation_endpoints")
+                 if e["conversation_handle"] != handle]
+    _source(pair)
+    with pytest.raises(QueueStreamedError, match="read by a Spark stream"), \
+            other.transaction() as tx:
+        tx.receive("TargetQueue", conversation_handle=target)
+    assert [m.text() for m in other.peek("TargetQueue")] == ["x"]
+
+
+def _wait_for_blocked_backend(url: str) -> None:
+    """Until a backend of the database waits for a lock (a COMMIT held up)."""
+    deadline = time.monotonic() + DEADLINE
+    with psycopg.connect(url, autocommit=True) as conn:
+        while not conn.execute("SELECT count(*) FROM pg_locks WHERE NOT granted"
+                               " AND locktype = 'transactionid'").fetchone()[0]:
+            assert time.monotonic() < deadline, "the commit never waited"
+            threading.Event().wait(0.01)
+
+
+@POSTGRES_ONLY
+def test_a_row_that_commits_after_a_later_position_is_still_streamed_once(
+        pair: sbroker.Broker, db_path: str) -> None:
+    """PostgreSQL takes queuing_order at INSERT: here "early" gets the lower one but commits
+    after "late" and after a stream planned a batch with "late" in it.  The stream numbers
+    rows as they become visible, so "early" comes in the next batch, once."""
+    with psycopg.connect(db_path, autocommit=True) as conn:
+        conn.execute("CREATE TABLE hold (k integer UNIQUE DEFERRABLE INITIALLY DEFERRED)")
+    source = _source(pair)
+    blocker = psycopg.connect(db_path)  # holds k = 1: a COMMIT inserting it must wait
+    blocker.execute("INSERT INTO hold VALUES (1)")
+    failed: list[BaseException] = []
+
+    def early() -> None:
+        try:
+            with pair.transaction() as tx:
+                tx.execute("INSERT INTO hold VALUES (1)")  # checked at COMMIT: waits
+                tx.send(tx.begin_dialog("InitService", "TargetService"), body="early")
+        except BaseException as exc:  # reported by the test below
+            failed.append(exc)
+
+    thread = threading.Thread(target=early)
+    thread.start()
+    try:
+        _wait_for_blocked_backend(db_path)  # "early" is inserted, its COMMIT waits
+        begin_and_send(pair, "late")
+        first = source.latest(10)
+        assert _range(pair, source, 0, first) == ["late"]
+        blocker.rollback()  # "early" commits now
+        thread.join(DEADLINE)
+    finally:
+        blocker.close()
+        thread.join(DEADLINE)
+    assert not thread.is_alive() and failed == []
+    early_row, late_row = sorted(pair.peek("TargetQueue"), key=lambda m: m.text())
+    assert early_row.queuing_order < late_row.queuing_order  # the hazard happened
+    assert source.commit(first) == 1
+    second = source.latest(10)
+    assert second > first and _range(pair, source, first, second) == ["early"]
+    assert source.commit(second) == 1
+    assert pair.peek("TargetQueue") == [] and source.latest(10) == second
 
 
 # -- the sink ------------------------------------------------------------------------------------
