@@ -144,22 +144,27 @@ def _reading(broker: Any) -> Iterator[_Read]:
 
 
 def positions(broker: Any, queue_id: int, after: int, through: int = LAST_POSITION,
-              limit: int = -1) -> list[int]:
+              limit: int = -1, *, snapshot: bool = False) -> list[int]:
     """Positions of the queue's ready messages in (after, through], in order, at most
-    ``limit`` (-1: all)."""
+    ``limit`` (-1: all).  ``snapshot``: every ready message (a batch read), by queuing order,
+    where a stream's positions cover only the messages it has numbered (PostgreSQL)."""
     params = {"queue": queue_id, "after": after, "through": through, "limit": limit}
+    statement = "snapshot_positions" if snapshot else "level_positions"
     with _reading(broker) as read:
-        found = _merged(read.levels(sql(broker)["level_positions"], params))
+        found = _merged(read.levels(sql(broker)[statement], params))
     out = [int(row[0]) for row in found]
     return out if limit < 0 else out[:limit]
 
 
-def read_range(broker: Any, queue_id: int, after: int, through: int) -> list[tuple[Any, ...]]:
+def read_range(broker: Any, queue_id: int, after: int, through: int, *,
+               snapshot: bool = False) -> list[tuple[Any, ...]]:
     """The queue's ready messages in (after, through], in position order: (handle, group,
-    message_sequence_number, message_type, service, body, enqueued_at, priority, position)."""
+    message_sequence_number, message_type, service, body, enqueued_at, priority, position);
+    ``snapshot`` as in :func:`positions`."""
     params = {"queue": queue_id, "after": after, "through": through}
+    statement = "snapshot_rows" if snapshot else "level_rows"
     with _reading(broker) as read:
-        found = _merged(read.levels(sql(broker)["level_rows"], params), key=_position)
+        found = _merged(read.levels(sql(broker)[statement], params), key=_position)
     return found
 
 

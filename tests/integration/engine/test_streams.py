@@ -296,6 +296,15 @@ def test_messages_received_before_the_claim_are_not_streamed(pair: sbroker.Broke
     assert _range(pair, source, 0, source.latest(10)) == ["here"]
 
 
+def test_a_snapshot_reads_every_ready_message_without_a_stream(pair: sbroker.Broker) -> None:
+    begin_and_send(pair, "a", "b")  # no stream reads the queue: nothing numbered them
+    queue_id = streams.queue_info(pair, "TargetQueue").queue_id
+    found = streams.positions(pair, queue_id, 0, snapshot=True)
+    rows = streams.read_range(pair, queue_id, 0, found[-1], snapshot=True)
+    assert len(found) == 2 and [row[5].decode() for row in rows] == ["a", "b"]
+    assert len(pair.peek("TargetQueue")) == 2  # only looked
+
+
 def test_a_disabled_queue_stops_the_stream(pair: sbroker.Broker) -> None:
     source = _source(pair)
     pair.alter_queue("TargetQueue", status=False)

@@ -789,6 +789,22 @@ WHERE m.queue_id = %(queue)s AND m.priority = %(priority)s AND m.stream_pos > %(
     AND m.stream_pos <= %(through)s AND m.status = 1
 ORDER BY m.stream_pos
 
+-- name: snapshot_positions
+-- level_positions for a batch read (spark.read): every ready message, numbered by a stream
+-- or not, by queuing order (a snapshot needs no positions that hold across runs).
+SELECT m.queuing_order FROM sb_messages m
+WHERE m.queue_id = %(queue)s AND m.status = 1 AND m.priority = %(priority)s
+    AND m.queuing_order > %(after)s AND m.queuing_order <= %(through)s
+ORDER BY m.queuing_order LIMIT nullif(%(limit)s::bigint, -1)
+
+-- name: snapshot_rows
+-- level_rows for a batch read, by queuing order.
+SELECT m.handle, m.group_id, m.msn, m.message_type, m.service, m.body, m.enqueued_at,
+    m.priority, m.queuing_order FROM sb_messages m
+WHERE m.queue_id = %(queue)s AND m.status = 1 AND m.priority = %(priority)s
+    AND m.queuing_order > %(after)s AND m.queuing_order <= %(through)s
+ORDER BY m.queuing_order
+
 -- name: stream_plan
 -- Remember the highest end offset handed to Spark (never lowered).
 UPDATE sb_stream_sources SET planned = %(planned)s
