@@ -284,7 +284,8 @@ class StreamSource:
                 f"the queue {self.queue.name!r} is disabled (status off): enable it with "
                 "alter_queue(status=True) and restart the query")
         with self.broker.transaction() as tx:  # PostgreSQL: positions for new rows
-            numbered = tx.execute(sql(self.broker)["stream_number"], self._mine()).fetchone()
+            numbered = tx.execute(sql(self.broker)["stream_number"],
+                                  {**self._mine(), "limit": max_messages}).fetchone()
             if numbered is None or numbered[0] is None:
                 self._owned(tx)
         found = positions(self.broker, self.queue.queue_id, self.planned, limit=max_messages)

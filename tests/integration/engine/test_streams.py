@@ -377,6 +377,21 @@ def test_a_row_that_commits_after_a_later_position_is_still_streamed_once(
     assert pair.peek("TargetQueue") == [] and source.latest(10) == second
 
 
+@POSTGRES_ONLY
+def test_a_backlog_is_numbered_one_batch_at_a_time(pair: sbroker.Broker) -> None:
+    begin_and_send(pair, *map(str, range(5)))
+    source = _source(pair)
+
+    def numbered() -> int:
+        with pair.transaction() as tx:
+            return int(tx.execute("SELECT count(stream_pos) FROM sb_messages").fetchone()[0])
+
+    first = source.latest(2)
+    assert numbered() == 2 and _range(pair, source, 0, first) == ["0", "1"]
+    second = source.latest(2)
+    assert numbered() == 4 and _range(pair, source, first, second) == ["2", "3"]
+
+
 # -- the sink ------------------------------------------------------------------------------------
 TARGET = SinkTarget("InitService", "TargetService")
 

@@ -768,9 +768,10 @@ SELECT count(DISTINCT h.key) FROM sb_held_groups h
 WHERE h.key IN (SELECT sb_key(e.group_id) FROM sb_endpoints e WHERE e.queue_id = %s)
 
 -- name: stream_number
--- Give stream positions to the queue's committed ready rows that have none (SQLite needs
--- no such step: its positions are given in commit order). NULL: the reader lost its claim.
-SELECT sb_stream_number(%(queue)s, %(token)s)
+-- Give stream positions to the queue's committed ready rows that have none, at most :limit
+-- (SQLite needs no such step: its positions are given in commit order). NULL: the reader
+-- lost its claim.
+SELECT sb_stream_number(%(queue)s, %(token)s, %(limit)s)
 
 -- name: level_positions
 -- Positions of one priority level's ready messages after :after (and through :through),

@@ -894,7 +894,7 @@ WHERE queue_id = :queue AND claim_token = :token AND session_id IS NOT NULL
 -- name: stream_number
 -- Nothing to number here: queuing_order is given under the single writer, so positions
 -- become visible in their order (PostgreSQL numbers rows as they become visible: see its
--- queries.sql). One row (0) while the reader holds its claim, else none.
+-- queries.sql; :limit is for it). One row (0) while the reader holds its claim, else none.
 SELECT 0 FROM sb_stream_sources
 WHERE queue_id = :queue AND claim_token = :token AND session_id IS NOT NULL
 

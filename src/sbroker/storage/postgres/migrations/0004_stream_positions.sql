@@ -22,11 +22,14 @@ CREATE INDEX sb_messages_stream ON sb_messages(queue_id, priority, stream_pos)
 -- The highest number given in the queue: numbers never come back, whichever rows leave.
 ALTER TABLE sb_stream_sources ADD COLUMN numbered bigint NOT NULL DEFAULT 0;
 
--- Number the queue's committed ready rows that have no stream position yet, for the reader
--- holding the claim (``p_token``): how many, or NULL if it does not hold it.  The source's
--- row is locked first, so numberings of one queue never overlap; the rows are read after,
--- in a statement of its own (READ COMMITTED: it sees every row committed before it).
-CREATE FUNCTION sb_stream_number(p_queue integer, p_token text) RETURNS bigint
+-- Number the queue's committed ready rows that have no stream position yet, the first
+-- ``p_limit`` of them in queuing order (a backlog is numbered a batch at a time, so no one
+-- statement rewrites a whole queue), for the reader holding the claim (``p_token``): how
+-- many, or NULL if it does not hold it.  The source's row is locked first, so numberings of
+-- one queue never overlap; the rows are read after, in a statement of its own (READ
+-- COMMITTED: it sees every row committed before it).
+CREATE FUNCTION sb_stream_number(p_queue integer, p_token text, p_limit bigint)
+RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
     last bigint;
@@ -39,9 +42,10 @@ BEGIN
         RETURN NULL;
     END IF;
     WITH todo AS (
-        SELECT u.queuing_order, row_number() OVER (ORDER BY u.queuing_order) AS n
-        FROM sb_messages u
-        WHERE u.queue_id = p_queue AND u.status = 1 AND u.stream_pos IS NULL
+        SELECT f.queuing_order, row_number() OVER (ORDER BY f.queuing_order) AS n
+        FROM (SELECT u.queuing_order FROM sb_messages u
+              WHERE u.queue_id = p_queue AND u.status = 1 AND u.stream_pos IS NULL
+              ORDER BY u.queuing_order LIMIT p_limit) f
     ), numbered AS (
         UPDATE sb_messages m SET stream_pos = last + todo.n FROM todo
         WHERE m.queuing_order = todo.queuing_order AND m.stream_pos IS NULL
