@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
@@ -375,6 +375,46 @@ def test_a_row_that_commits_after_a_later_position_is_still_streamed_once(
     assert second > first and _range(pair, source, first, second) == ["early"]
     assert source.commit(second) == 1
     assert pair.peek("TargetQueue") == [] and source.latest(10) == second
+
+
+class _Interleaved:
+    """The stream statements, running ``meanwhile`` once when ``name`` is looked up."""
+
+    def __init__(self, statements: object, name: str, meanwhile: Callable[[], None]) -> None:
+        self._statements, self._name, self._meanwhile = statements, name, meanwhile
+
+    def __getitem__(self, name: str) -> str:
+        if name == self._name and self._meanwhile is not None:
+            meanwhile, self._meanwhile = self._meanwhile, None
+            meanwhile()
+        return self._statements[name]  # type: ignore[index, no-any-return]
+
+
+@POSTGRES_ONLY
+def test_a_receive_between_a_claims_look_and_its_commit_makes_the_claim_give_up(
+        pair: sbroker.Broker, other: sbroker.Broker, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PostgreSQL has no single writer to order them: a RECEIVE locks its group after the
+    claim looked for locked groups and looks for a claim before the claim commits, so both
+    go ahead; the claim's second look, after its commit, finds the lock and gives up."""
+    begin_and_send(pair, "x")
+    receiving = other.transaction()
+    got: list[str] = []
+    real = streams.sql
+    hooked = _Interleaved(real(pair), "stream_positions",
+                          lambda: got.extend(bodies(receiving.receive("TargetQueue"))))
+    monkeypatch.setattr(streams, "sql", lambda broker: hooked)
+    try:
+        with pytest.raises(QueueStreamedError, match="locked by transactions receiving"):
+            _source(pair)
+        assert got == ["x"]
+    except BaseException:
+        receiving.rollback()
+        raise
+    receiving.commit()
+    monkeypatch.setattr(streams, "sql", real)
+    assert pair.view("dm_broker_streams")[0]["session_id"] is None  # given back
+    assert pair.peek("TargetQueue") == []  # received once, by the RECEIVE
+    _source(pair)  # and the queue can be claimed now
 
 
 @POSTGRES_ONLY
