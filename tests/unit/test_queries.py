@@ -45,22 +45,13 @@ def test_every_backend_defines_the_same_engine_statements() -> None:
     would only fail when that statement runs there."""
     sqlite = set(load("sbroker.storage.sqlite", "queries.sql"))
     postgres = set(load("sbroker.storage.postgres", "queries.sql"))
-    assert sorted(sqlite - postgres - STREAMS_ON_SQLITE_ONLY - SERIAL_WRITER_ONLY) == []
+    assert sorted(sqlite - postgres - SERIAL_WRITER_ONLY) == []
     assert sorted(postgres - sqlite) == []
 
 
 # A single writer's SEND fast path (commit.apply_ops runs it only where the connection's
 # serial_writer is true): on PostgreSQL a commit locks its conversations first.
 SERIAL_WRITER_ONLY = {"send_direct", "bump_send_seq"}
-
-
-# Spark streams (engine/streams.py) refuse a PostgreSQL broker for now; these are theirs.
-STREAMS_ON_SQLITE_ONLY = {
-    "level_positions", "level_rows", "queue_by_name", "queue_locked_groups",
-    "range_count_received", "range_delete", "range_ended_conversations", "range_retain",
-    "sink_advance", "sink_conversations", "sink_last_batch", "sink_map", "stream_claim",
-    "stream_commit", "stream_holder", "stream_owned", "stream_plan", "stream_positions",
-    "stream_release"}
 
 
 @pytest.mark.parametrize("package", ["scheduler", "poison", "dashboard", "pipeline"])

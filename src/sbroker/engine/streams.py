@@ -1,10 +1,14 @@
 """What a Spark stream needs of the engine (SPEC §12): a queue read by position, claimed by one
 reader, received in ranges; and sends in batches that a replay cannot send twice.
 
-Positions. A message's ``queuing_order`` is its position in the database; since migration 8 it
-is AUTOINCREMENT, so a position is never handed out twice and a new message always lands
-after every position a stream has seen (a plain rowid would reuse the top one once it was
-received). A stream's offset is ``{"queue": name, "queuing_order": N}``; the range of a
+Positions. On SQLite a message's ``queuing_order`` is its position in the database; since
+migration 8 it is AUTOINCREMENT, so a position is never handed out twice and a new message
+always lands after every position a stream has seen (a plain rowid would reuse the top one
+once it was received). On PostgreSQL ``queuing_order`` is taken at INSERT and rows become
+visible in commit order, so a stream could plan past a row that commits later: the reader
+numbers rows itself (``stream_number``, before each plan) as they become visible, and the
+statements below read that ``stream_pos`` where SQLite reads ``queuing_order``. A stream's
+offset is ``{"queue": name, "queuing_order": N}`` (N a stream position); the range of a
 micro-batch is (start, end]: the ready messages of the queue with a position in it. Nothing
 but the stream receives from the queue, and new messages land after ``end``, so reading the
 range twice gives the same rows (a conversation ended meanwhile by END CONVERSATION is the
@@ -73,8 +77,8 @@ def set_opener(opener: Callable[[str], Any]) -> None:
 
 
 def open_broker(url: str) -> Any:
-    """A Broker on ``url`` (a path, ``sqlite:///path``), for code that runs in a process of
-    its own (Spark's Python workers) and only has the URL."""
+    """A Broker on ``url`` (a path, ``sqlite:///path``, ``postgresql://...``), for code that
+    runs in a process of its own (Spark's Python workers) and only has the URL."""
     if _opener is None:
         raise BrokerError("sbroker.broker is not imported: import sbroker first")
     return _opener(url)
@@ -103,10 +107,6 @@ def queue_info(broker: Any, name: str) -> QueueInfo:
     """The queue ``name`` (NotFoundError if there is none)."""
     if not isinstance(name, str) or not name:
         raise InvalidArgumentError(f"a queue name is a non-empty string, got {name!r}")
-    if broker.dialect != "sqlite":
-        raise InvalidArgumentError(
-            f"Spark streams read SQLite broker databases only for now, not {broker.dialect}: "
-            "give the data source a SQLite file")
     with broker.db.read() as conn:
         row = conn.execute(sql(broker)["queue_by_name"], (name,)).fetchone()
     if row is None:
@@ -144,22 +144,27 @@ def _reading(broker: Any) -> Iterator[_Read]:
 
 
 def positions(broker: Any, queue_id: int, after: int, through: int = LAST_POSITION,
-              limit: int = -1) -> list[int]:
+              limit: int = -1, *, snapshot: bool = False) -> list[int]:
     """Positions of the queue's ready messages in (after, through], in order, at most
-    ``limit`` (-1: all)."""
+    ``limit`` (-1: all).  ``snapshot``: every ready message (a batch read), by queuing order,
+    where a stream's positions cover only the messages it has numbered (PostgreSQL)."""
     params = {"queue": queue_id, "after": after, "through": through, "limit": limit}
+    statement = "snapshot_positions" if snapshot else "level_positions"
     with _reading(broker) as read:
-        found = _merged(read.levels(sql(broker)["level_positions"], params))
+        found = _merged(read.levels(sql(broker)[statement], params))
     out = [int(row[0]) for row in found]
     return out if limit < 0 else out[:limit]
 
 
-def read_range(broker: Any, queue_id: int, after: int, through: int) -> list[tuple[Any, ...]]:
+def read_range(broker: Any, queue_id: int, after: int, through: int, *,
+               snapshot: bool = False) -> list[tuple[Any, ...]]:
     """The queue's ready messages in (after, through], in position order: (handle, group,
-    message_sequence_number, message_type, service, body, enqueued_at, priority, position)."""
+    message_sequence_number, message_type, service, body, enqueued_at, priority, position);
+    ``snapshot`` as in :func:`positions`."""
     params = {"queue": queue_id, "after": after, "through": through}
+    statement = "snapshot_rows" if snapshot else "level_rows"
     with _reading(broker) as read:
-        found = _merged(read.levels(sql(broker)["level_rows"], params), key=_position)
+        found = _merged(read.levels(sql(broker)[statement], params), key=_position)
     return found
 
 
@@ -224,16 +229,31 @@ class StreamSource:
                 if not locked[0]:
                     found = tx.execute(statements["stream_positions"], (q.queue_id,)).fetchone()
                     self.committed, self.planned = int(found[0]), int(found[1])
-                    return None
-                why = (f"queue {q.name!r} has {locked[0]} conversation group(s) locked by "
-                       "transactions receiving from it: a stream needs the queue to itself")
+                    why = None
+                else:
+                    why = self._locked(locked[0])
             else:
                 holder = tx.execute(statements["stream_holder"], (q.queue_id,)).fetchone()
                 who = f"pid {holder[1]} on {holder[2]}" if holder else "another process"
                 why = (f"queue {q.name!r} is read by another stream ({who}): a queue has one "
                        "stream reader; stop that query first")
-            tx.rollback()
-            return why
+            if why is not None:
+                tx.rollback()
+                return why
+        # Look again once the claim is committed. On SQLite the look above, under the
+        # writer, was enough; on PostgreSQL a RECEIVE takes its group's lock and then looks
+        # for a claim (sb_take), so a RECEIVE that missed the claim holds its lock now.
+        with b.transaction() as tx:
+            locked = tx.execute(statements["queue_locked_groups"], (q.queue_id,)).fetchone()
+        if locked[0]:
+            self.claimed = True
+            self.release()
+            return self._locked(locked[0])
+        return None
+
+    def _locked(self, groups: int) -> str:
+        return (f"queue {self.queue.name!r} has {groups} conversation group(s) locked by "
+                "transactions receiving from it: a stream needs the queue to itself")
 
     def release(self) -> None:
         """Give the queue back (its positions stay for the next reader)."""
@@ -263,6 +283,11 @@ class StreamSource:
             raise QueueDisabledError(
                 f"the queue {self.queue.name!r} is disabled (status off): enable it with "
                 "alter_queue(status=True) and restart the query")
+        with self.broker.transaction() as tx:  # PostgreSQL: positions for new rows
+            numbered = tx.execute(sql(self.broker)["stream_number"],
+                                  {**self._mine(), "limit": max_messages}).fetchone()
+            if numbered is None or numbered[0] is None:
+                self._owned(tx)
         found = positions(self.broker, self.queue.queue_id, self.planned, limit=max_messages)
         if not found or found[-1] <= self.planned:
             return self.planned

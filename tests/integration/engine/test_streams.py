@@ -1,21 +1,49 @@
 """The engine side of Spark streams (sbroker.engine.streams): positions that never come back,
 the claim that keeps a streamed queue to one reader, planning and replaying ranges, and
-receiving them; the sink's batches sent once on conversations kept per key."""
+receiving them; the sink's batches sent once on conversations kept per key.  On SQLite and
+on PostgreSQL (the run's throwaway server: a test fails, never skips, if it cannot start)."""
 
 from __future__ import annotations
 
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 from support.helpers import DEADLINE, begin_and_send, bodies, send
 
 import sbroker
 from sbroker.engine import streams
 from sbroker.engine.streams import QueueStreamedError, SinkTarget, StreamSource
+from sbroker.storage.postgres import session as pg_session
+
+BACKENDS = ["sqlite", "postgres"]
+SQLITE_ONLY = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+POSTGRES_ONLY = pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def db_path(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
+    """The test's broker database: a file, or a fresh database of the run's server."""
+    if backend == "sqlite":
+        yield str(tmp_path / "broker.db")
+        return
+    server = request.getfixturevalue("postgres")
+    url = server.new_database()
+    try:
+        yield url
+    finally:
+        server.drop(url)
 
 
 def _source(b: sbroker.Broker, queue: str = "TargetQueue") -> StreamSource:
@@ -34,7 +62,7 @@ def _stats(b: sbroker.Broker, queue: str) -> dict[str, object]:
 
 
 @pytest.fixture
-def other(db_path: Path, pair: sbroker.Broker) -> Iterator[sbroker.Broker]:
+def other(db_path: str, pair: sbroker.Broker) -> Iterator[sbroker.Broker]:
     """A second broker session on the same file (another reader, as far as claims go)."""
     b = sbroker.Broker.open(db_path)
     try:
@@ -53,8 +81,9 @@ def test_a_position_is_never_handed_out_twice(pair: sbroker.Broker) -> None:
     assert [m.queuing_order for m in pair.peek("TargetQueue")] == [top + 1]
 
 
+@SQLITE_ONLY
 def test_an_older_database_keeps_its_messages_and_positions_grow_past_them(
-        db_path: Path) -> None:
+        db_path: str) -> None:
     with sbroker.Broker.open(db_path) as b:
         for name in ("InitQueue", "TargetQueue"):
             b.create_queue(name)
@@ -121,7 +150,7 @@ def test_a_queue_with_activation_cannot_be_streamed(pair: sbroker.Broker) -> Non
 
 
 def test_closing_the_broker_frees_the_claim(pair: sbroker.Broker, other: sbroker.Broker,
-                                            db_path: Path) -> None:
+                                            db_path: str) -> None:
     third = sbroker.Broker.open(db_path)
     _source(third)
     third.close()
@@ -138,8 +167,12 @@ sys.stdin.readline()
 """
 
 
-def test_the_claim_of_a_killed_process_is_taken_back(pair: sbroker.Broker) -> None:
-    child = subprocess.Popen([sys.executable, "-c", CLAIMER, str(pair.db.path)],
+def test_the_claim_of_a_killed_process_is_taken_back(pair: sbroker.Broker, db_path: str,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # On PostgreSQL a session is dead once it holds no lock and has not beaten for a grace
+    # period (3 s): none here, so that the killed child's session is dead at once.
+    monkeypatch.setattr(pg_session, "GRACE_SECONDS", 0.0)
+    child = subprocess.Popen([sys.executable, "-c", CLAIMER, db_path],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout is not None
@@ -160,7 +193,7 @@ def test_the_claim_of_a_killed_process_is_taken_back(pair: sbroker.Broker) -> No
             stream.close()
 
 
-def test_a_reader_that_lost_its_claim_cannot_commit(pair: sbroker.Broker, db_path: Path) -> None:
+def test_a_reader_that_lost_its_claim_cannot_commit(pair: sbroker.Broker, db_path: str) -> None:
     third = sbroker.Broker.open(db_path)
     begin_and_send(third, "x")
     source = _source(third)
@@ -251,8 +284,10 @@ def test_a_retention_queue_keeps_what_the_stream_received(pair: sbroker.Broker) 
     assert source.latest(10) == source.committed  # nothing ready any more
 
 
-def test_messages_received_before_the_claim_are_not_streamed(pair: sbroker.Broker) -> None:
-    pair.db.sweeper.dense = 0  # received rows are marked, not deleted, until a sweep
+def test_messages_received_before_the_claim_are_not_streamed(pair: sbroker.Broker,
+                                                            backend: str) -> None:
+    if backend == "sqlite":  # received rows are marked, not deleted, until a sweep
+        pair.db.sweeper.dense = 0
     begin_and_send(pair, "gone")
     with pair.transaction() as tx:
         assert bodies(tx.receive("TargetQueue")) == ["gone"]
@@ -261,11 +296,140 @@ def test_messages_received_before_the_claim_are_not_streamed(pair: sbroker.Broke
     assert _range(pair, source, 0, source.latest(10)) == ["here"]
 
 
+def test_a_snapshot_reads_every_ready_message_without_a_stream(pair: sbroker.Broker) -> None:
+    begin_and_send(pair, "a", "b")  # no stream reads the queue: nothing numbered them
+    queue_id = streams.queue_info(pair, "TargetQueue").queue_id
+    found = streams.positions(pair, queue_id, 0, snapshot=True)
+    rows = streams.read_range(pair, queue_id, 0, found[-1], snapshot=True)
+    assert len(found) == 2 and [row[5].decode() for row in rows] == ["a", "b"]
+    assert len(pair.peek("TargetQueue")) == 2  # only looked
+
+
 def test_a_disabled_queue_stops_the_stream(pair: sbroker.Broker) -> None:
     source = _source(pair)
     pair.alter_queue("TargetQueue", status=False)
     with pytest.raises(sbroker.QueueDisabledError):
         source.latest(10)
+
+
+def test_a_receive_of_one_conversation_is_refused_on_a_claimed_queue(
+        pair: sbroker.Broker, other: sbroker.Broker) -> None:
+    handle = begin_and_send(pair, "x")
+    (target,) = [e["conversation_handle"] for e in pair.view("conversation_endpoints")
+                 if e["conversation_handle"] != handle]
+    _source(pair)
+    with pytest.raises(QueueStreamedError, match="read by a Spark stream"), \
+            other.transaction() as tx:
+        tx.receive("TargetQueue", conversation_handle=target)
+    assert [m.text() for m in other.peek("TargetQueue")] == ["x"]
+
+
+def _wait_for_blocked_backend(url: str) -> None:
+    """Until a backend of the database waits for a lock (a COMMIT held up)."""
+    deadline = time.monotonic() + DEADLINE
+    with psycopg.connect(url, autocommit=True) as conn:
+        while not conn.execute("SELECT count(*) FROM pg_locks WHERE NOT granted"
+                               " AND locktype = 'transactionid'").fetchone()[0]:
+            assert time.monotonic() < deadline, "the commit never waited"
+            threading.Event().wait(0.01)
+
+
+@POSTGRES_ONLY
+def test_a_row_that_commits_after_a_later_position_is_still_streamed_once(
+        pair: sbroker.Broker, db_path: str) -> None:
+    """PostgreSQL takes queuing_order at INSERT: here "early" gets the lower one but commits
+    after "late" and after a stream planned a batch with "late" in it.  The stream numbers
+    rows as they become visible, so "early" comes in the next batch, once."""
+    with psycopg.connect(db_path, autocommit=True) as conn:
+        conn.execute("CREATE TABLE hold (k integer UNIQUE DEFERRABLE INITIALLY DEFERRED)")
+    source = _source(pair)
+    blocker = psycopg.connect(db_path)  # holds k = 1: a COMMIT inserting it must wait
+    blocker.execute("INSERT INTO hold VALUES (1)")
+    failed: list[BaseException] = []
+
+    def early() -> None:
+        try:
+            with pair.transaction() as tx:
+                tx.execute("INSERT INTO hold VALUES (1)")  # checked at COMMIT: waits
+                tx.send(tx.begin_dialog("InitService", "TargetService"), body="early")
+        except BaseException as exc:  # reported by the test below
+            failed.append(exc)
+
+    thread = threading.Thread(target=early)
+    thread.start()
+    try:
+        _wait_for_blocked_backend(db_path)  # "early" is inserted, its COMMIT waits
+        begin_and_send(pair, "late")
+        first = source.latest(10)
+        assert _range(pair, source, 0, first) == ["late"]
+        blocker.rollback()  # "early" commits now
+        thread.join(DEADLINE)
+    finally:
+        blocker.close()
+        thread.join(DEADLINE)
+    assert not thread.is_alive() and failed == []
+    early_row, late_row = sorted(pair.peek("TargetQueue"), key=lambda m: m.text())
+    assert early_row.queuing_order < late_row.queuing_order  # the hazard happened
+    assert source.commit(first) == 1
+    second = source.latest(10)
+    assert second > first and _range(pair, source, first, second) == ["early"]
+    assert source.commit(second) == 1
+    assert pair.peek("TargetQueue") == [] and source.latest(10) == second
+
+
+class _Interleaved:
+    """The stream statements, running ``meanwhile`` once when ``name`` is looked up."""
+
+    def __init__(self, statements: object, name: str, meanwhile: Callable[[], None]) -> None:
+        self._statements, self._name, self._meanwhile = statements, name, meanwhile
+
+    def __getitem__(self, name: str) -> str:
+        if name == self._name and self._meanwhile is not None:
+            meanwhile, self._meanwhile = self._meanwhile, None
+            meanwhile()
+        return self._statements[name]  # type: ignore[index, no-any-return]
+
+
+@POSTGRES_ONLY
+def test_a_receive_between_a_claims_look_and_its_commit_makes_the_claim_give_up(
+        pair: sbroker.Broker, other: sbroker.Broker, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PostgreSQL has no single writer to order them: a RECEIVE locks its group after the
+    claim looked for locked groups and looks for a claim before the claim commits, so both
+    go ahead; the claim's second look, after its commit, finds the lock and gives up."""
+    begin_and_send(pair, "x")
+    receiving = other.transaction()
+    got: list[str] = []
+    real = streams.sql
+    hooked = _Interleaved(real(pair), "stream_positions",
+                          lambda: got.extend(bodies(receiving.receive("TargetQueue"))))
+    monkeypatch.setattr(streams, "sql", lambda broker: hooked)
+    try:
+        with pytest.raises(QueueStreamedError, match="locked by transactions receiving"):
+            _source(pair)
+        assert got == ["x"]
+    except BaseException:
+        receiving.rollback()
+        raise
+    receiving.commit()
+    monkeypatch.setattr(streams, "sql", real)
+    assert pair.view("dm_broker_streams")[0]["session_id"] is None  # given back
+    assert pair.peek("TargetQueue") == []  # received once, by the RECEIVE
+    _source(pair)  # and the queue can be claimed now
+
+
+@POSTGRES_ONLY
+def test_a_backlog_is_numbered_one_batch_at_a_time(pair: sbroker.Broker) -> None:
+    begin_and_send(pair, *map(str, range(5)))
+    source = _source(pair)
+
+    def numbered() -> int:
+        with pair.transaction() as tx:
+            return int(tx.execute("SELECT count(stream_pos) FROM sb_messages").fetchone()[0])
+
+    first = source.latest(2)
+    assert numbered() == 2 and _range(pair, source, 0, first) == ["0", "1"]
+    second = source.latest(2)
+    assert numbered() == 4 and _range(pair, source, first, second) == ["2", "3"]
 
 
 # -- the sink ------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 from stream_helpers import CONVERSATIONS, make_database, out_count, pass_through
+from support.postgres import RunServer
 
 import sbroker
 from sbroker.spark import register
@@ -48,32 +49,32 @@ def _gone(pid: int) -> bool:
         return True
 
 
-def _produce(url: str) -> None:
-    """MESSAGES messages on CONVERSATIONS conversations, 100 per transaction: "c:i"."""
+def _produce(url: str, messages: int = MESSAGES) -> None:
+    """``messages`` messages on CONVERSATIONS conversations, 100 per transaction: "c:i"."""
     with sbroker.Broker.open(url) as b:
         with b.transaction() as tx:
             handles = [tx.begin_dialog("Src", "In") for _ in range(CONVERSATIONS)]
-        for start in range(0, MESSAGES, 100):
+        for start in range(0, messages, 100):
             with b.transaction() as tx:
                 for i in range(start, start + 100):
                     c = i % CONVERSATIONS
                     tx.send(handles[c], "DEFAULT", f"{c}:{i // CONVERSATIONS}")
 
 
-def _assert_exactly_once_in_order(url: str) -> None:
+def _assert_exactly_once_in_order(url: str, messages: int = MESSAGES) -> None:
     with sbroker.Broker.open(url) as b:
         rows = b.peek("Out")
     by_conversation: dict[str, list[tuple[int, str]]] = {}
     for m in rows:
         by_conversation.setdefault(m.conversation_handle, []).append(
             (m.message_sequence_number, m.text()))
-    assert len(rows) == MESSAGES
+    assert len(rows) == messages
     assert len(by_conversation) == CONVERSATIONS
     for sent in by_conversation.values():
         assert [n for n, _ in sent] == list(range(len(sent)))  # sent in order
         (source,) = {body.split(":")[0] for _, body in sent}  # one source conversation
         assert [int(body.split(":")[1]) for _, body in sent] == list(
-            range(MESSAGES // CONVERSATIONS)), source
+            range(messages // CONVERSATIONS)), source
 
 
 def test_every_message_arrives_once_in_order_through_stops_restarts_and_a_kill(
@@ -189,3 +190,37 @@ def test_batch_write_sends_and_batch_read_only_looks(spark: SparkSession,
     got = {(r.message_body.decode(), r.message_sequence_number) for r in snapshot.collect()}
     assert got == {("1", 0), ("2", 0), ("3", 1)}
     assert snapshot.count() == 3  # read again: still there
+
+
+def test_a_stream_on_a_postgresql_broker_sends_every_message_once(
+        spark: SparkSession, tmp_path: Path, postgres: RunServer) -> None:
+    """Source and sink on a PostgreSQL database, the producer sending while the query runs,
+    the query stopped and run again from its checkpoint. The database is not dropped after:
+    Spark's reused Python workers keep their brokers on it (the server goes at the end of
+    the run)."""
+    register(spark)
+    url, checkpoint = postgres.new_database(), str(tmp_path / "checkpoint")
+    make_database(url)
+    messages = 1_000
+    producer = threading.Thread(target=_produce, args=(url, messages))
+    producer.start()
+    try:
+        query = pass_through(spark, url, checkpoint, per_batch=300)
+        try:
+            _until("300 messages", lambda: out_count(url) >= 300)
+        finally:
+            query.stop()
+    finally:
+        producer.join()
+    query = pass_through(spark, url, checkpoint, per_batch=300)
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    _assert_exactly_once_in_order(url, messages)
+    with sbroker.Broker.open(url) as b:
+        (stats,) = [s for s in b.view("queue_stats") if s["queue_name"] == "In"]
+        assert stats["messages_received_total"] == messages
+        assert stats["ready_messages"] == 0
+    snapshot = spark.read.format("sbroker").option("url", url).option("queue", "Out").load()
+    assert snapshot.count() == messages  # a batch read sees what no stream numbered

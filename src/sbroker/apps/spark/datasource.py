@@ -102,11 +102,14 @@ def to_arrow(rows: Sequence[tuple[Any, ...]]) -> list[pa.RecordBatch]:
 
 
 class PositionRange(InputPartition):
-    """The ready messages of one queue with a position in (after, through]."""
+    """The ready messages of one queue with a position in (after, through] (``snapshot``:
+    a batch read's, by queuing order rather than by stream position)."""
 
-    def __init__(self, queue_id: int, after: int, through: int) -> None:
-        super().__init__((queue_id, after, through))
+    def __init__(self, queue_id: int, after: int, through: int, snapshot: bool = False
+                 ) -> None:
+        super().__init__((queue_id, after, through, snapshot))
         self.queue_id, self.after, self.through = queue_id, after, through
+        self.snapshot = snapshot
 
 
 def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -114,16 +117,17 @@ def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.Reco
     assert isinstance(partition, PositionRange), partition
     with bulk():
         rows = streams.read_range(broker_for(options.url), partition.queue_id,
-                                  partition.after, partition.through)
+                                  partition.after, partition.through,
+                                  snapshot=partition.snapshot)
         return iter(to_arrow(rows))
 
 
 def _ranges(options: SourceOptions, queue_id: int, found: list[int], after: int,
-            through: int) -> list[PositionRange]:
+            through: int, *, snapshot: bool = False) -> list[PositionRange]:
     """(after, through] in partitions of at most ``options.per_partition`` messages."""
     if not found:
         return []
-    return [PositionRange(queue_id, lo, hi)
+    return [PositionRange(queue_id, lo, hi, snapshot)
             for lo, hi in streams.split(found, after, through, options.per_partition)]
 
 
@@ -191,8 +195,9 @@ class QueueSnapshotReader(DataSourceReader):
     def partitions(self) -> list[PositionRange]:
         broker = broker_for(self.options.url)
         queue = streams.queue_info(broker, self.options.queue)
-        found = streams.positions(broker, queue.queue_id, 0)
-        return _ranges(self.options, queue.queue_id, found, 0, found[-1] if found else 0)
+        found = streams.positions(broker, queue.queue_id, 0, snapshot=True)
+        return _ranges(self.options, queue.queue_id, found, 0, found[-1] if found else 0,
+                       snapshot=True)
 
     @one_line
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from psycopg import errors as pg_errors
 
+from sbroker.core.errors import QueueStreamedError
 from sbroker.storage.postgres.connection import BACKEND, PgConnection
 
 if TYPE_CHECKING:
@@ -34,13 +35,16 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 Row = tuple[Any, ...]
 
+STREAMED = -1
+"""The status of the one row sb_take returns on a queue a live Spark stream reads."""
 
 
 class PgTxStorage:
     """Created by :meth:`PgStore.tx_storage` for one broker transaction."""
 
-    def __init__(self, store: PgStore) -> None:
+    def __init__(self, store: PgStore, session: int) -> None:
         self._store = store
+        self._session = session
         self._conn: PgConnection | None = None
         self._held = False
         self.locks: dict[str, int] = {}
@@ -68,17 +72,39 @@ class PgTxStorage:
         return conn
 
     # -- locks ----------------------------------------------------------------------------------
+    def _refuse_if_streamed(self, conn: PgConnection, queue_id: int) -> bool:
+        """QueueStreamedError if a live Spark stream reads the queue; True if no stream
+        holds it (any more: its session was found dead and reaped), so look again.  The lock
+        functions look at the claim after taking a group's lock, and a stream looks for
+        locked groups after committing its claim (streams.py): one of the two sees the
+        other."""
+        if conn.query_one(conn.sql.stream_holder, (queue_id,)) is None:
+            return True
+        self._store.reap(self._session, force=True)  # its process may be dead
+        row = conn.query_one(conn.sql.stream_holder, (queue_id,))
+        if row is not None:
+            raise QueueStreamedError(
+                f"queue {row[3]!r} is read by a Spark stream (pid {row[1]} on {row[2]}): a "
+                "streamed queue has no other reader; stop the stream to RECEIVE from it")
+        return True
+
     def take(self, queue_id: int, group: str | None, handle: str | None, limit: int,
              received: Sequence[int], probing: bool) -> list[Row]:
         conn = self._open()
         sql = conn.sql
         top = None if limit < 0 else limit
-        if group is None:
-            rows = conn.query_all(sql.receive_take_next, (queue_id, top, conn.ids(received)))
-        elif handle:
-            rows = conn.query_all(sql.receive_fetch_handle, (group, handle, top))
-        else:
-            rows = conn.query_all(sql.receive_fetch, (group, top))
+        for _ in range(2):  # again once if a stream's dead claim was reaped
+            if group is None:
+                rows = conn.query_all(sql.receive_take_next,
+                                      (queue_id, top, conn.ids(received)))
+            elif handle:
+                rows = conn.query_all(sql.receive_fetch_handle, (queue_id, group, handle, top))
+            else:
+                rows = conn.query_all(sql.receive_fetch, (queue_id, group, top))
+            if not (rows and rows[0][0] == STREAMED):
+                break
+            self._refuse_if_streamed(conn, queue_id)
+            rows = []
         if rows:
             self.locks[str(rows[0][3])] = queue_id
         elif group is not None and group not in self.locks:
@@ -89,11 +115,16 @@ class PgTxStorage:
 
     def lock_next(self, queue_id: int, received: Sequence[int], probing: bool) -> str | None:
         conn = self._open()
-        row = conn.query_one(conn.sql.receive_candidate, (queue_id, conn.ids(received)))
-        group = None if row is None or row[0] is None else str(row[0])
-        if group is not None:
-            self.locks[group] = queue_id
-        return group
+        for attempt in range(2):
+            row = conn.query_one(conn.sql.receive_candidate, (queue_id, conn.ids(received)))
+            group = None if row is None or row[0] is None else str(row[0])
+            if group is not None:
+                self.locks[group] = queue_id
+                return group
+            if attempt or conn.query_one(conn.sql.stream_holder, (queue_id,)) is None:
+                return None
+            self._refuse_if_streamed(conn, queue_id)
+        return None
 
     def lock(self, queue_id: int, groups: Sequence[str]) -> bool:
         conn = self._open()
@@ -102,6 +133,8 @@ class PgTxStorage:
             return False
         for group in groups:
             self.locks[group] = queue_id
+        if conn.query_one(conn.sql.stream_holder, (queue_id,)) is not None:
+            self._refuse_if_streamed(conn, queue_id)  # after the lock, as sb_take looks
         return True
 
     # -- ending ---------------------------------------------------------------------------------

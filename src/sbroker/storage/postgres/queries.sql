@@ -36,15 +36,17 @@ INSERT INTO sb_meta(key, value) VALUES ('broker_instance', %s), ('catalog_versio
 SELECT sb_lock_next(%s::integer, sb_bigints(%s::jsonb))
 
 -- name: receive_fetch
--- Lock a given group and return its ready rows in RECEIVE order. Params: group, limit.
-SELECT * FROM sb_take(NULL, %s::text, NULL, %s::bigint, '{}')
+-- Lock a given group and return its ready rows in RECEIVE order (on a queue a live stream
+-- reads, one row of status -1). Params: queue, group, limit.
+SELECT * FROM sb_take(%s::integer, %s::text, NULL, %s::bigint, '{}')
 
 -- name: receive_fetch_handle
--- The same, for one conversation of the group. Params: group, handle, limit.
-SELECT * FROM sb_take(NULL, %s::text, %s::text, %s::bigint, '{}')
+-- The same, for one conversation of the group. Params: queue, group, handle, limit.
+SELECT * FROM sb_take(%s::integer, %s::text, %s::text, %s::bigint, '{}')
 
 -- name: receive_take_next
--- Lock the next group and return its ready rows. Params: queue, limit, received orders.
+-- Lock the next group and return its ready rows (on a queue a live stream reads, one row
+-- of status -1). Params: queue, limit, received orders.
 SELECT * FROM sb_take(%s::integer, NULL, NULL, %s::bigint, sb_bigints(%s::jsonb))
 
 -- name: group_lock_owner
@@ -725,3 +727,155 @@ FROM sb_queues q
 LEFT JOIN sb_messages m ON m.queue_id = q.queue_id
 LEFT JOIN (SELECT DISTINCT key FROM sb_held_groups) h ON h.key = sb_key(m.group_id)
 GROUP BY q.queue_id, q.name ORDER BY q.name
+
+-- ------------------------------------------------------------------------------------------
+-- Spark streams on broker queues (SPEC §12, engine/streams.py). A stream reads a queue by
+-- stream position (stream_pos, migrations/0004_stream_positions.sql: numbered by the
+-- stream's reader in the order rows became visible, where queuing_order is taken at INSERT),
+-- one priority level at a time (the index sb_messages_stream). Received rows are deleted
+-- (no sb_consumed) and counted in the queue's counter slots.
+
+-- name: queue_by_name
+SELECT queue_id, status, retention, activation_status FROM sb_queues WHERE name = %s
+
+-- name: stream_holder
+-- The live claim on a queue: (session, pid, host, queue name), or no row.
+SELECT c.session_id, s.pid, s.host, q.name FROM sb_stream_sources c
+JOIN sb_sessions s ON s.session_id = c.session_id
+JOIN sb_queues q ON q.queue_id = c.queue_id WHERE c.queue_id = %s
+
+-- name: stream_claim
+-- Take the queue for a reader (its token, its session) unless another reader holds it (one
+-- row changed: taken).
+INSERT INTO sb_stream_sources(queue_id, session_id, claim_token, claimed_at)
+VALUES (%(queue)s, %(session)s, %(token)s, %(now)s)
+ON CONFLICT (queue_id) DO UPDATE SET session_id = excluded.session_id,
+    claim_token = excluded.claim_token, claimed_at = excluded.claimed_at
+WHERE sb_stream_sources.session_id IS NULL
+    OR sb_stream_sources.claim_token = excluded.claim_token
+
+-- name: stream_release
+UPDATE sb_stream_sources SET session_id = NULL, claim_token = NULL
+WHERE queue_id = %(queue)s AND claim_token = %(token)s
+
+-- name: stream_positions
+SELECT committed, planned FROM sb_stream_sources WHERE queue_id = %s
+
+-- name: queue_locked_groups
+-- Conversation groups of the queue that a transaction holds (a RECEIVE in progress); two
+-- groups whose keys collide count once, a group of another queue sharing a key counts.
+SELECT count(DISTINCT h.key) FROM sb_held_groups h
+WHERE h.key IN (SELECT sb_key(e.group_id) FROM sb_endpoints e WHERE e.queue_id = %s)
+
+-- name: stream_number
+-- Give stream positions to the queue's committed ready rows that have none, at most :limit
+-- (SQLite needs no such step: its positions are given in commit order). NULL: the reader
+-- lost its claim.
+SELECT sb_stream_number(%(queue)s, %(token)s, %(limit)s)
+
+-- name: level_positions
+-- Positions of one priority level's ready messages after :after (and through :through),
+-- in position order, at most :limit (-1: all).
+SELECT m.stream_pos FROM sb_messages m
+WHERE m.queue_id = %(queue)s AND m.priority = %(priority)s AND m.stream_pos > %(after)s
+    AND m.stream_pos <= %(through)s AND m.status = 1
+ORDER BY m.stream_pos LIMIT nullif(%(limit)s::bigint, -1)
+
+-- name: level_rows
+-- One priority level's ready messages in (:after, :through], in position order: the columns
+-- of a stream row, then the position.
+SELECT m.handle, m.group_id, m.msn, m.message_type, m.service, m.body, m.enqueued_at,
+    m.priority, m.stream_pos FROM sb_messages m
+WHERE m.queue_id = %(queue)s AND m.priority = %(priority)s AND m.stream_pos > %(after)s
+    AND m.stream_pos <= %(through)s AND m.status = 1
+ORDER BY m.stream_pos
+
+-- name: snapshot_positions
+-- level_positions for a batch read (spark.read): every ready message, numbered by a stream
+-- or not, by queuing order (a snapshot needs no positions that hold across runs).
+SELECT m.queuing_order FROM sb_messages m
+WHERE m.queue_id = %(queue)s AND m.status = 1 AND m.priority = %(priority)s
+    AND m.queuing_order > %(after)s AND m.queuing_order <= %(through)s
+ORDER BY m.queuing_order LIMIT nullif(%(limit)s::bigint, -1)
+
+-- name: snapshot_rows
+-- level_rows for a batch read, by queuing order.
+SELECT m.handle, m.group_id, m.msn, m.message_type, m.service, m.body, m.enqueued_at,
+    m.priority, m.queuing_order FROM sb_messages m
+WHERE m.queue_id = %(queue)s AND m.status = 1 AND m.priority = %(priority)s
+    AND m.queuing_order > %(after)s AND m.queuing_order <= %(through)s
+ORDER BY m.queuing_order
+
+-- name: stream_plan
+-- Remember the highest end offset handed to Spark (never lowered).
+UPDATE sb_stream_sources SET planned = %(planned)s
+WHERE queue_id = %(queue)s AND claim_token = %(token)s AND session_id IS NOT NULL
+    AND planned < %(planned)s
+
+-- name: range_ended_conversations
+-- Conversations whose EndDialog or Error is among the messages being received.
+SELECT DISTINCT m.handle FROM sb_messages m
+WHERE m.queue_id = %(queue)s AND m.stream_pos > %(after)s AND m.stream_pos <= %(through)s
+    AND m.status = 1 AND m.message_type IN (%(end_dialog)s, %(error)s)
+
+-- name: range_count_received
+-- Count the messages a stream receives (deleted next, by range_delete) in this backend's
+-- counter slot; they are locked first, so that an END CONVERSATION removing them meanwhile
+-- waits (and then finds them gone) rather than counting them too.
+WITH taken AS (
+    SELECT 1 FROM sb_messages m
+    WHERE m.queue_id = %(queue)s AND m.stream_pos > %(after)s
+        AND m.stream_pos <= %(through)s AND m.status = 1
+    FOR UPDATE)
+INSERT INTO sb_queue_counters(queue_id, slot, received)
+SELECT %(queue)s, mod(pg_backend_pid(), 16), count(*) FROM taken HAVING count(*) > 0
+ON CONFLICT (queue_id, slot) DO UPDATE SET
+    received = sb_queue_counters.received + excluded.received
+
+-- name: range_delete
+DELETE FROM sb_messages
+WHERE queue_id = %(queue)s AND stream_pos > %(after)s AND stream_pos <= %(through)s
+    AND status = 1
+
+-- name: range_retain
+-- A queue with RETENTION keeps received messages, as status 0.
+UPDATE sb_messages SET status = 0
+WHERE queue_id = %(queue)s AND stream_pos > %(after)s AND stream_pos <= %(through)s
+    AND status = 1
+
+-- name: stream_commit
+UPDATE sb_stream_sources SET committed = %(through)s
+WHERE queue_id = %(queue)s AND claim_token = %(token)s AND session_id IS NOT NULL
+    AND committed < %(through)s
+
+-- name: stream_owned
+SELECT 1 FROM sb_stream_sources
+WHERE queue_id = %(queue)s AND claim_token = %(token)s AND session_id IS NOT NULL
+
+-- name: sink_last_batch
+SELECT batch_id FROM sb_stream_sinks WHERE query_id = %s
+
+-- name: sink_advance
+-- Record a micro-batch as sent; no row changes when it (or a later one) already was.
+INSERT INTO sb_stream_sinks(query_id, batch_id, committed_at) VALUES (%s, %s, %s)
+ON CONFLICT (query_id) DO UPDATE SET batch_id = excluded.batch_id,
+    committed_at = excluded.committed_at
+WHERE excluded.batch_id > sb_stream_sinks.batch_id
+
+-- name: sink_conversations
+-- The conversations of these keys (a JSON array) and their initiator endpoint's state.
+SELECT k.conversation_key, k.handle, e.state FROM sb_stream_conversations k
+LEFT JOIN sb_endpoints e ON e.handle = k.handle
+WHERE k.from_service = %s AND k.to_service = %s AND k.contract = %s
+    AND k.conversation_key = ANY (sb_texts(%s::jsonb))
+
+-- name: sink_map
+-- Map keys to conversations ({key: handle} as JSON): new keys, and keys whose conversation
+-- ended (their old handle must still be the mapped one, else another writer got there).
+INSERT INTO sb_stream_conversations(from_service, to_service, contract, conversation_key,
+    handle)
+SELECT %(from_service)s, %(to_service)s, %(contract)s, j.key, j.value
+FROM jsonb_each_text(%(map)s::jsonb) j
+ON CONFLICT (from_service, to_service, contract, conversation_key) DO UPDATE
+SET handle = excluded.handle
+WHERE sb_stream_conversations.handle = ANY (sb_texts(%(replaced)s::jsonb))

@@ -90,7 +90,7 @@ class PgStore:
         return self.commit_path.run(fn, durable=durable)
 
     def tx_storage(self, owner: str, session: int, now: Callable[[], float]) -> PgTxStorage:
-        return PgTxStorage(self)
+        return PgTxStorage(self, session)
 
     # -- what backends do differently -------------------------------------------------------------
     def consume(self, conn: Connection, taken: Sequence[tuple[int, str]],

@@ -853,6 +853,24 @@ WHERE m.queue_id = :queue AND m.status = 1 AND m.priority = :priority
     AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order)
 ORDER BY m.queuing_order
 
+-- name: snapshot_positions
+-- level_positions for a batch read (the same here; PostgreSQL's stream positions cover only
+-- what a stream numbered, so its batch read goes by queuing_order).
+SELECT m.queuing_order FROM sb_messages m
+WHERE m.queue_id = :queue AND m.status = 1 AND m.priority = :priority
+    AND m.queuing_order > :after AND m.queuing_order <= :through
+    AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order)
+ORDER BY m.queuing_order LIMIT :limit
+
+-- name: snapshot_rows
+-- level_rows for a batch read (the same here).
+SELECT m.handle, m.group_id, m.msn, m.message_type, m.service, m.body, m.enqueued_at,
+    m.priority, m.queuing_order FROM sb_messages m
+WHERE m.queue_id = :queue AND m.status = 1 AND m.priority = :priority
+    AND m.queuing_order > :after AND m.queuing_order <= :through
+    AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order)
+ORDER BY m.queuing_order
+
 -- name: stream_plan
 -- Remember the highest end offset handed to Spark (never lowered).
 UPDATE sb_stream_sources SET planned = :planned
@@ -895,6 +913,13 @@ WHERE queue_id = :queue AND claim_token = :token AND session_id IS NOT NULL
 
 -- name: stream_owned
 SELECT 1 FROM sb_stream_sources
+WHERE queue_id = :queue AND claim_token = :token AND session_id IS NOT NULL
+
+-- name: stream_number
+-- Nothing to number here: queuing_order is given under the single writer, so positions
+-- become visible in their order (PostgreSQL numbers rows as they become visible: see its
+-- queries.sql; :limit is for it). One row (0) while the reader holds its claim, else none.
+SELECT 0 FROM sb_stream_sources
 WHERE queue_id = :queue AND claim_token = :token AND session_id IS NOT NULL
 
 -- name: sink_last_batch
