@@ -5,14 +5,19 @@ done once however many brokers are started, executors of several processes shari
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+import psycopg
 from support.helpers import Child
 
 import sbroker
 from sbroker import Broker
+from sbroker.apps.scheduler import recover_dead_tasks
+from sbroker.apps.scheduler.executor import report_dead_task
+from sbroker.apps.spark.stub import StubRunner
 
 
 def _send(b: Broker, *bodies: str) -> str:
@@ -150,3 +155,43 @@ def test_brokers_started_at_once_run_the_endpoint_and_its_transmitter_in_one_ses
         assert child.finish() == 0
     with pg_pair.db.connection() as conn:
         assert conn.query_one("SELECT owner_session FROM sb_net_endpoint") == (None,)
+
+
+def test_two_hosts_finding_one_dead_executor_s_task_report_it_failed_once(
+        pg_url: str) -> None:
+    with Broker.open(pg_url) as a, Broker.open(pg_url) as b:
+        a.install_executor(max_queue_readers=1, runner=StubRunner())
+        with a.scheduler() as s:
+            log_id = s.exec_async("SELECT 1")
+            # An executor in a process that died: it took the task, then vanished.
+            with a.transaction() as tx:
+                [msg] = tx.receive("QueueAsyncTarget")
+                handle = msg.conversation_handle
+                tx.execute("UPDATE ExecutionLog SET Status = 'running', WorkerSession = -1,"
+                           " TargetHandle = %s WHERE LogID = %s", (handle, log_id))
+            # Host a reports it and has not committed yet when host b finds it too.
+            outcome: list[int] = []
+            with a.transaction() as tx_a:
+                assert report_dead_task(a, tx_a, log_id, handle, -1)
+                other = threading.Thread(target=lambda: outcome.append(recover_dead_tasks(b)))
+                other.start()
+                _until_a_backend_waits_for_a_lock(pg_url, other)
+            other.join(timeout=30)
+            assert outcome == [0]  # b waited for a's row lock, then found nothing to report
+            result = s.synchronize(timeout=30)
+            assert result.status == "failed" and "died" in (result.error or "")
+            assert recover_dead_tasks(b) == 0
+        assert [r["Status"] for r in a.view("ExecutionLog")] == ["failed"]
+
+
+def _until_a_backend_waits_for_a_lock(url: str, thread: threading.Thread) -> None:
+    """Poll the server (nothing else can tell) until a session waits for a lock, or the
+    thread ended without waiting (the test then fails on what it did)."""
+    deadline = time.monotonic() + 30
+    with psycopg.connect(url, autocommit=True) as conn:
+        while thread.is_alive() and time.monotonic() < deadline:
+            row = conn.execute("SELECT count(*) FROM pg_stat_activity"
+                               " WHERE wait_event_type = 'Lock'").fetchone()
+            if row and row[0]:
+                return
+            time.sleep(0.01)

@@ -317,19 +317,30 @@ def _watch_cancels(broker: BrokerAPI, state: ExecutorState) -> None:
 
 
 def recover_dead_tasks(broker: BrokerAPI) -> int:
-    """Report as failed the tasks whose executor process died; how many there were."""
+    """Report as failed the tasks whose executor process died; how many this call reported
+    (each is reported once, whichever process or host finds it first)."""
     q = sql(broker)
     running = read(broker, q.running_tasks)
     if not running:
         return 0
     alive = {row["session_id"] for row in broker.view("dm_broker_sessions")}  # reaps first
-    rows = [(log_id, handle) for log_id, handle, session in running if session not in alive]
-    for log_id, handle in rows:
+    reported = 0
+    for log_id, handle, session in running:
+        if session in alive or not handle:
+            continue
         with broker.transaction() as tx:
-            still = tx.execute(q.still_running, (log_id,)).fetchone()
-            if still and handle:
-                _finish(broker, tx, Outcome(handle, log_id, "failed", None, DIED, [], None))
-    return len(rows)
+            reported += report_dead_task(broker, tx, log_id, handle, session)
+    return reported
+
+
+def report_dead_task(broker: BrokerAPI, tx: Any, log_id: int, handle: str,
+                     session: int) -> bool:
+    """In ``tx``: mark the dead executor's task failed and tell its scheduler, if no one
+    has yet (False then)."""
+    if tx.execute(sql(broker).claim_dead_task, (log_id, session)).rowcount != 1:
+        return False
+    _finish(broker, tx, Outcome(handle, log_id, "failed", None, DIED, [], None))
+    return True
 
 
 def describe(task: Task | str) -> str:

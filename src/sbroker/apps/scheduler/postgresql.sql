@@ -61,8 +61,12 @@ WHERE CancelRequested = 1
 -- name: running_tasks
 SELECT LogID, TargetHandle, WorkerSession FROM ExecutionLog WHERE Status = 'running'
 
--- name: still_running
-SELECT 1 FROM ExecutionLog WHERE LogID = %s AND Status = 'running'
+-- name: claim_dead_task
+-- A task of a dead executor, taken for reporting by one process only: of two hosts that
+-- found it at once, the second waits for the first's row lock and then matches nothing.
+-- mark_finished fills in the rest in the same transaction. Params: log id, worker session.
+UPDATE ExecutionLog SET Status = 'failed'
+WHERE LogID = %s AND Status = 'running' AND WorkerSession = %s
 
 -- name: save_setting
 INSERT INTO ExecutorSettings(key, value) VALUES (%s, %s)
