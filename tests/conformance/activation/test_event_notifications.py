@@ -88,6 +88,24 @@ def test_no_further_notification_until_a_receive_or_the_interval(
     assert third[0].conversation_handle == second[0].conversation_handle  # one dialog reused
 
 
+def test_two_started_brokers_on_one_database_send_one_notification_per_interval(
+        external: Broker, clock: FakeClock, db_path: str, send: Callable[..., None]) -> None:
+    """Each started broker monitors the queue (on PostgreSQL, one per host); together they
+    notify as one broker would."""
+    a = external
+    with Broker.open(db_path, clock=clock, monitor_interval=5) as b:
+        a.start()
+        b.start()
+        send(a, 1)
+        assert a._activation.sync() and b._activation.sync()
+        assert len(events(a)) == 1
+        clock.advance(5)  # nobody received: one more, from whichever monitor looks first
+        assert b._activation.sync() and a._activation.sync()
+        assert len(events(a)) == 1
+        sent = sum(row["notifications_sent"] for row in a.view("dm_broker_queue_monitors"))
+        assert sent == 2
+
+
 def test_a_subscriber_ending_the_dialog_gets_a_new_one_and_nothing_piles_up(
         external: Broker, clock: FakeClock, send: Callable[..., None]) -> None:
     b = external

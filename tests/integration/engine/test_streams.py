@@ -92,7 +92,8 @@ def test_an_older_database_keeps_its_messages_and_positions_grow_past_them(
         begin_and_send(b, "old")
     conn = sqlite3.connect(db_path)  # back to schema 7: no positions kept
     conn.executescript(
-        "DROP VIEW dm_broker_streams; DROP TABLE sb_stream_conversations;"
+        "DROP TABLE sb_activation_notices;"
+        " DROP VIEW dm_broker_streams; DROP TABLE sb_stream_conversations;"
         " DROP TABLE sb_stream_sinks; DROP TABLE sb_stream_sources;"
         " DELETE FROM sqlite_sequence WHERE name = 'sb_messages'; PRAGMA user_version = 7;")
     conn.close()

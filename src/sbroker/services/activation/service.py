@@ -304,7 +304,7 @@ class ActivationService(ClockLoop):
             if task is not None:
                 self._launch(task)
             elif activate:
-                self._notify(q, mon)
+                self._notify(q, mon, now, interval)
         return next_due
 
     def _look(self, queue_id: int) -> tuple[bool, bool]:
@@ -314,10 +314,18 @@ class ActivationService(ClockLoop):
             ready, available = conn.execute(conn.sql.queue_look, (queue_id, pending)).fetchone()
         return bool(ready), bool(available)
 
-    def _notify(self, q: Queue, mon: Monitor) -> None:
+    def _notify(self, q: Queue, mon: Monitor, now: float, interval: float) -> None:
         from sbroker.engine import events
 
+        claim = (q.queue_id, self.engine.session_id, now, now - interval)
         try:
+            if not self.engine.store.commit_path.run(
+                    lambda conn: conn.execute(conn.sql.claim_activation_notice,
+                                              claim).rowcount == 1, durable=False):
+                # Another broker on this database notified within monitor_interval: one
+                # notification, as from one broker (its monitor takes the next).
+                log.info("queue activation notified by another broker", extra={"queue": q.name})
+                return
             sent = events.post_event(self.engine, q.name, "QUEUE_ACTIVATION")
         except Exception as exc:
             log.exception("QUEUE_ACTIVATION notification failed", extra={"queue": q.name})

@@ -545,6 +545,17 @@ ON CONFLICT (session_id, queue_id) DO UPDATE SET activation_kind = excluded.acti
 -- name: drop_session_monitors
 DELETE FROM sb_queue_monitors WHERE session_id = %s
 
+-- name: claim_activation_notice
+-- May this session send the queue's QUEUE_ACTIVATION notification now? Yes (one row
+-- written) if no session sent one yet, this session sent the last, or the last is
+-- older than monitor_interval (a monitor of another broker on the database then
+-- waits, as one broker's does). Params: queue, session, now, now - monitor_interval.
+INSERT INTO sb_activation_notices(queue_id, session_id, notified_at) VALUES (%s, %s, %s)
+ON CONFLICT (queue_id) DO UPDATE SET session_id = excluded.session_id,
+    notified_at = excluded.notified_at
+WHERE sb_activation_notices.session_id = excluded.session_id
+    OR sb_activation_notices.notified_at <= %s
+
 -- name: drop_monitor
 DELETE FROM sb_queue_monitors WHERE session_id = %s AND queue_id = %s
 

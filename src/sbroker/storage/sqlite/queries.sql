@@ -596,6 +596,17 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 -- name: drop_session_monitors
 DELETE FROM sb_queue_monitors WHERE session_id = ?
 
+-- name: claim_activation_notice
+-- May this session send the queue's QUEUE_ACTIVATION notification now? Yes (one row
+-- written) if no session sent one yet, this session sent the last, or the last is
+-- older than monitor_interval (a monitor of another broker on the database then
+-- waits, as one broker's does). Params: queue, session, now, now - monitor_interval.
+INSERT INTO sb_activation_notices(queue_id, session_id, notified_at) VALUES (?, ?, ?)
+ON CONFLICT (queue_id) DO UPDATE SET session_id = excluded.session_id,
+    notified_at = excluded.notified_at
+WHERE sb_activation_notices.session_id = excluded.session_id
+    OR sb_activation_notices.notified_at <= ?
+
 -- name: drop_monitor
 DELETE FROM sb_queue_monitors WHERE session_id = ? AND queue_id = ?
 

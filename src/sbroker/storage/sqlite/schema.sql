@@ -55,6 +55,9 @@ CREATE TABLE poison_messages ( record_id INTEGER PRIMARY KEY, queue_name TEXT NO
 -- table sb_activated_tasks
 CREATE TABLE sb_activated_tasks ( session_id INTEGER NOT NULL, task_id INTEGER NOT NULL, queue_id INTEGER NOT NULL, procedure_name TEXT NOT NULL, started_at REAL NOT NULL, thread_name TEXT, PRIMARY KEY (session_id, task_id) ) WITHOUT ROWID;
 
+-- table sb_activation_notices
+CREATE TABLE sb_activation_notices ( queue_id INTEGER PRIMARY KEY, session_id INTEGER NOT NULL, notified_at REAL NOT NULL );
+
 -- table sb_consumed
 CREATE TABLE sb_consumed (queuing_order INTEGER PRIMARY KEY);
 
