@@ -48,3 +48,13 @@ def test_a_database_at_version_1_is_migrated_on_open_and_keeps_its_messages(
     with psycopg.connect(pg_url, autocommit=True) as conn:
         [(version,)] = conn.execute("SELECT max(version) FROM sb_migrations").fetchall()
     assert version == len(MIGRATIONS)
+
+
+def test_the_receive_loop_walks_the_ready_index_even_after_analyze(pg_url: str) -> None:
+    """sb_lock_next's loop must not sort the queue on every RECEIVE once the table has
+    statistics (0007): a migration that replaces the function must keep its setting."""
+    sbroker.Broker.open(pg_url).close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        row = conn.execute("SELECT proconfig FROM pg_proc WHERE proname = 'sb_lock_next'"
+                           ).fetchone()
+    assert row is not None and "enable_sort=off" in (row[0] or [])
