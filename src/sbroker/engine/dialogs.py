@@ -120,7 +120,10 @@ def send_direct(ctx: Context, op: Send, eps: dict[str, Endpoint]) -> bool:
     return True
 
 def _learn_peer(ctx: Context, handle: str, peer_order: int, peer_queue: int) -> None:
-    """Remember that ``handle``'s local peer converses (the next SEND may go direct)."""
+    """Remember that ``handle``'s local peer converses (the next SEND may go direct; only
+    where one write transaction runs at a time: commit.apply_ops)."""
+    if not ctx.conn.serial_writer:
+        return
     peers = ctx.peers
     if handle not in peers and len(peers) >= PEERS_KEPT:
         with contextlib.suppress(StopIteration, KeyError, RuntimeError):
