@@ -171,8 +171,11 @@ class Connector:
             if self._closed:
                 raise DatabaseError("the broker is closed")
             if self._pool is None:
+                # prepare_threshold=None: psycopg prepares nothing by itself, so it never
+                # sends the DEALLOCATE ALL (after a ROLLBACK) that would also drop the
+                # statements connection.py prepares.
                 self._pool = ConnectionPool(
-                    kwargs={**self.params, "autocommit": True,
+                    kwargs={**self.params, "autocommit": True, "prepare_threshold": None,
                             "application_name": self.application_name},
                     min_size=1, max_size=self.pool_max, timeout=POOL_TIMEOUT,
                     name="sbroker", open=True, configure=configure,

@@ -312,13 +312,7 @@ SELECT s.conv_order, s.handle, s.conversation_id, s.is_initiator, s.group_id, s.
 -- name: ready_senders
 -- The senders (an array of their conv_order) whose SENDs a commit can number in memory from
 -- their first message: both ends conversing, nothing waiting in the transmission queue.
-SELECT s.handle, s.conv_order, s.send_seq, s.queue_id, s.far_service,
-    s.far_broker_instance, p.queue_id, p.group_id, p.handle, p.conv_order, p.priority,
-    p.service, p.contract
-FROM sb_endpoints s JOIN sb_endpoints p
-    ON p.conversation_id = s.conversation_id AND p.is_initiator = 1 - s.is_initiator
-WHERE s.conv_order = ANY (sb_bigints(%s::jsonb)) AND s.state = 'CO' AND p.state = 'CO'
-    AND NOT EXISTS(SELECT 1 FROM sb_transmission_queue t WHERE t.handle = s.handle)
+SELECT * FROM sb_ready_senders(sb_bigints(%s::jsonb))
 
 -- name: set_send_seq
 -- Params: send_seq, conv_order.
