@@ -89,17 +89,20 @@ def _nested_plans(conn: psycopg.Connection[Any]) -> list[str]:
 @pytest.mark.parametrize("function", ["sb_consume", "sb_ready_senders"])
 def test_a_function_planned_on_a_small_queue_reads_the_grown_queue_by_key(
         pg_url: str, function: str) -> None:
-    """The session's plan of sb_consume and sb_ready_senders, made while the queue and the
-    conversations were few, still finds rows through an index once they are many."""
+    """The session's plan of these functions, made while the queue and the conversations
+    were few, still finds rows through an index once they are many."""
     b = _grown(pg_url, messages=100)
     try:
         with psycopg.connect(pg_url, autocommit=True) as conn:
             [(order, message_id, conv_order)] = conn.execute(
                 "SELECT m.queuing_order, m.message_id, e.conv_order FROM sb_messages m"
                 " JOIN sb_endpoints e ON e.handle = m.handle LIMIT 1").fetchall()
-            consume = ("SELECT sb_consume(%s::jsonb, 2)", (json.dumps({str(order): message_id}),))
-            senders = ("SELECT * FROM sb_ready_senders(ARRAY[%s]::bigint[])", (conv_order,))
-            statement = consume if function == "sb_consume" else senders
+            statement = {
+                "sb_consume": ("SELECT sb_consume(%s::jsonb, 2)",
+                               (json.dumps({str(order): message_id}),)),
+                "sb_ready_senders": ("SELECT * FROM sb_ready_senders(ARRAY[%s]::bigint[])",
+                                     (conv_order,)),
+            }[function]
             for _ in range(8):  # PL/pgSQL settles on a plan after five calls
                 conn.execute("BEGIN")
                 conn.execute(*statement)
