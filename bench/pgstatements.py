@@ -10,8 +10,9 @@ receives them ``-k`` at a time (W2's shape with the defaults; ``-k 1`` is W1's),
 raw peer does the same on its table.  Printed, per phase:
 
 - the wall time per transaction of sbroker and of the peer (medians of ``--runs``);
-- from the last run, each statement's server time per transaction (execution and planning),
-  top-level statements marked; nested ones (inside functions) are part of their caller's.
+- from the last run, each of sbroker's statements' server time per transaction (execution
+  and planning), top-level statements marked; nested ones (inside functions) are part of
+  their caller's; and the peer's top-level statements' time per transaction.
 
 The server's execution of sbroker's top-level statements against the peer's whole
 transaction says how far the statements alone can go: when they already take the peer's
@@ -167,23 +168,26 @@ def main(argv: list[str] | None = None) -> int:
                                       f" {n / seconds:>9,.0f} msgs/s,"
                                       f" {seconds / transactions * 1e6:>7,.0f} µs per"
                                       " transaction")
-                        if system == "sbroker" and run == args.runs:
-                            statements[phase] = _statements(dsn, transactions, args.top)
+                        if run == args.runs:
+                            statements[f"{system} {phase}"] = _statements(
+                                dsn, transactions, args.top)
                 finally:
                     close()
     for phase in ("send", "receive"):
         ours = statistics.median(wall[("sbroker", phase)]) * 1e6
         peer = statistics.median(wall[("raw postgres", phase)]) * 1e6
-        top_exec = sum(row[2] for row in statements[phase] if row[0])
+        top_exec = sum(row[2] for row in statements[f"sbroker {phase}"] if row[0])
+        peer_exec = sum(row[2] for row in statements[f"raw postgres {phase}"] if row[0])
         table = Table(title=f"{phase}, up to {k} per transaction ({n:,} msgs, median of"
                             f" {args.runs}): sbroker {ours:,.0f} µs per transaction, raw"
-                            f" postgres {peer:,.0f}; sbroker's top-level statements run"
-                            f" {top_exec:,.0f} µs on the server ({top_exec / peer:.2f}x the"
-                            " peer's whole transaction)", title_justify="left")
+                            f" postgres {peer:,.0f}. On the server, sbroker's top-level"
+                            f" statements run {top_exec:,.0f} µs per transaction"
+                            f" ({top_exec / peer:.2f}x the peer's whole transaction), the"
+                            f" peer's {peer_exec:,.0f} µs", title_justify="left")
         for col in ("level", "calls / tx", "run µs / tx", "plan µs / tx"):
             table.add_column(col, justify="left" if col == "level" else "right")
         table.add_column("statement", no_wrap=True, overflow="ellipsis", max_width=90)
-        for top, calls, run_us, plan_us, text in statements[phase]:
+        for top, calls, run_us, plan_us, text in statements[f"sbroker {phase}"]:
             table.add_row("top" if top else "  nested", f"{calls:,.1f}", f"{run_us:,.0f}",
                           f"{plan_us:,.0f}", text)
         console.print(table)
