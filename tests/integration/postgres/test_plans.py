@@ -30,6 +30,7 @@ SAMPLES = {
     "sb_receive_fetch_handle": ("2", "'G'", "'H'", "10"),
     "sb_reset_rollback_count": ("2",),
     "sb_consume": ("'{\"1\": \"M\"}'", "2"),
+    "sb_set_send_seqs_bulk": ("'{\"1\": 2}'", "'[1]'"),
 }
 
 GROWING = re.compile(r"Seq Scan on (sb_messages|sb_endpoints|sb_transmission_queue)\b")
@@ -86,7 +87,7 @@ def _nested_plans(conn: psycopg.Connection[Any]) -> list[str]:
     return plans
 
 
-@pytest.mark.parametrize("function", ["sb_consume", "sb_ready_senders"])
+@pytest.mark.parametrize("function", ["sb_consume", "sb_ready_senders", "sb_set_send_seqs"])
 def test_a_function_planned_on_a_small_queue_reads_the_grown_queue_by_key(
         pg_url: str, function: str) -> None:
     """The session's plan of these functions, made while the queue and the conversations
@@ -102,6 +103,8 @@ def test_a_function_planned_on_a_small_queue_reads_the_grown_queue_by_key(
                                (json.dumps({str(order): message_id}),)),
                 "sb_ready_senders": ("SELECT * FROM sb_ready_senders(ARRAY[%s]::bigint[])",
                                      (conv_order,)),
+                "sb_set_send_seqs": ("SELECT sb_set_send_seqs(%s::jsonb, ARRAY[%s]::bigint[])",
+                                     (json.dumps({str(conv_order): 7}), conv_order)),
             }[function]
             for _ in range(8):  # PL/pgSQL settles on a plan after five calls
                 conn.execute("BEGIN")

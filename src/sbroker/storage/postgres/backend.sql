@@ -65,9 +65,9 @@ SELECT pg_notify('sbroker', %s)
 SELECT EXISTS (SELECT 1 FROM sb_held_groups WHERE key = sb_key(%s) AND pid = pg_backend_pid())
 
 -- name: set_send_seqs_bulk
--- The engine's set_send_seq for many rows: a JSON array of [send_seq, conv_order].
-UPDATE sb_endpoints e SET send_seq = (j.value ->> 0)::bigint
-FROM jsonb_array_elements(%s::jsonb) j WHERE e.conv_order = (j.value ->> 1)::bigint
+-- The engine's set_send_seq for many rows: a JSON object {"conv_order": send_seq, ...} and
+-- the list of its keys (each row found by primary key: migration 0011).
+SELECT sb_set_send_seqs(%s::jsonb, sb_bigints(%s::jsonb))
 
 -- name: retain_received_bulk
 -- The engine's retain_received for many rows: a JSON array of [queuing_order, message_id].

@@ -145,7 +145,7 @@ def literals(parameters: Any) -> list[str] | None:
 HOT = ("ready_senders", "lock_conversations", "insert_message", "insert_messages_json",
        "set_send_seq", "receive_take_next", "receive_fetch", "receive_fetch_handle",
        "reset_rollback_count")
-HOT_BACKEND = ("consume",)
+HOT_BACKEND = ("consume", "set_send_seqs_bulk")
 
 
 def _numbered(sql: str) -> str:
@@ -466,9 +466,15 @@ def _pack_pairs(rows: list[Any]) -> tuple[str]:
     return (json.dumps([list(row) for row in rows]),)
 
 
+def _pack_seqs(rows: list[Any]) -> tuple[str, str]:
+    """set_send_seq rows ``(send_seq, conv_order)`` as set_send_seqs_bulk takes them."""
+    return json.dumps({str(order): seq for seq, order in rows}), json.dumps(
+        [order for _, order in rows])
+
+
 BULK: dict[str, tuple[str, Callable[[list[Any]], Sequence[Any]]]] = {
     SQL.insert_message: (SQL.insert_messages_json, _pack_messages),
-    SQL.set_send_seq: (BACKEND.set_send_seqs_bulk, _pack_pairs),
+    SQL.set_send_seq: (BACKEND.set_send_seqs_bulk, _pack_seqs),
     SQL.retain_received: (BACKEND.retain_received_bulk, _pack_pairs),
 }
 """Statements the engine runs with ``executemany`` whose rows go in one statement."""
