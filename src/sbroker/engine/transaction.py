@@ -379,7 +379,7 @@ class Transaction(Receiving):
 
         released = set(storage.locks.values())
         try:
-            storage.commit(apply, received=bool(self._received))
+            storage.commit(apply, received=bool(self._received), changed=bool(self._ops))
         except BaseException as exc:
             self._state = "active"
             self.rollback()

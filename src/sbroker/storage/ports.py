@@ -140,9 +140,12 @@ class TxStorage(Protocol):
     @property
     def held(self) -> bool: ...
 
-    def commit(self, apply: Callable[[Connection], None], *, received: bool) -> None:
+    def commit(self, apply: Callable[[Connection], None], *, received: bool,
+               changed: bool = True) -> None:
         """Run ``apply`` and release this transaction's locks in one write transaction,
-        and commit it. ``received``: the transaction received messages."""
+        and commit it. ``received``: the transaction received messages; ``changed``: it did
+        more than receive (other processes should hear of it at once; a commit that only
+        received may be told later)."""
         ...
 
     def rollback(self, count: Callable[[Connection], T] | None) -> T | None:

@@ -138,7 +138,8 @@ class PgTxStorage:
         return True
 
     # -- ending ---------------------------------------------------------------------------------
-    def commit(self, apply: Callable[[PgConnection], None], *, received: bool) -> None:
+    def commit(self, apply: Callable[[PgConnection], None], *, received: bool,
+               changed: bool = True) -> None:
         conn = self._open()
         try:
             with conn.batched():
@@ -150,7 +151,7 @@ class PgTxStorage:
             self._held = False
             raise
         self._held = False
-        self._store.feed.committed()
+        self._store.feed.committed(quiet=not changed)
 
     def rollback(self, count: Callable[[PgConnection], T] | None) -> T | None:
         """The poison count of the rolled-back RECEIVEs commits first, in a transaction of
@@ -176,7 +177,7 @@ class PgTxStorage:
             assert count is not None
             result = self._store.commit_path.run(count)
         elif released:
-            self._store.feed.committed()  # the groups are free: other hosts look again
+            self._store.feed.committed(quiet=True)  # the groups are free: others look again
         return result
 
     def close(self) -> None:

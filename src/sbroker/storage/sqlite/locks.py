@@ -221,7 +221,8 @@ class SqliteTxStorage:
                 else:  # with the batch's COMMIT, together with other transactions' rows
                     self._writer.unlock_rows(self._owner)
 
-    def commit(self, apply: Callable[[SqliteConnection], None], *, received: bool) -> None:
+    def commit(self, apply: Callable[[SqliteConnection], None], *, received: bool,
+               changed: bool = True) -> None:
         def run(conn: SqliteConnection) -> None:
             apply(conn)
             self._release_locks(conn)
