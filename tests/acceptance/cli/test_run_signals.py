@@ -4,8 +4,10 @@ summary is printed, every unfinished ExecutionLog row says cancelled, and the ex
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -43,6 +45,21 @@ def _wait_for(path: Path, proc: subprocess.Popen[str], timeout: float = 60.0) ->
         tick.wait(0.05)
 
 
+def _wait_until_cancel_requested(db: Path, proc: subprocess.Popen[str],
+                                 timeout: float = 60.0) -> None:
+    """Poll the run's database (read-only) until a running task's cancel was requested."""
+    end = time.monotonic() + timeout
+    tick = threading.Event()
+    while True:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn, \
+                contextlib.suppress(sqlite3.OperationalError):  # busy or not there yet
+            if conn.execute("SELECT 1 FROM ExecutionLog WHERE CancelRequested = 1").fetchone():
+                return
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < end, "the run never asked to cancel the running task"
+        tick.wait(0.05)
+
+
 def test_sigterm_cancels_the_stage_prints_the_summary_and_exits_143(tmp_path: Path) -> None:
     (tmp_path / "held_tasks.py").write_text(TASKS)
     (tmp_path / "held.toml").write_text(textwrap.dedent(f'''
@@ -72,7 +89,10 @@ def test_sigterm_cancels_the_stage_prints_the_summary_and_exits_143(tmp_path: Pa
     try:
         _wait_for(tmp_path / "started", proc)
         proc.send_signal(signal.SIGTERM)
-        (tmp_path / "release").touch()  # the running task ends by itself
+        # The running task ends by itself once released; released before the run asked to
+        # cancel it, it would rightly end as succeeded: release it after the request.
+        _wait_until_cancel_requested(db, proc)
+        (tmp_path / "release").touch()
         out, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:

@@ -251,13 +251,13 @@ def cancel_task(broker: BrokerAPI, log_id: int) -> bool:
     within a fraction of a second (it watches ``CancelRequested``).  False when the task is
     not queued or running."""
     q = sql(broker)
+    state = broker.executor_state(create=False)
+    if state is not None:  # first: once the request is in the log, this process knows it
+        state.runner.cancel(log_id)
     with broker.transaction() as tx:
         marked = tx.execute(q.cancel_queued, (dt.datetime.now(dt.UTC).isoformat(), log_id)
                             ).rowcount
         marked += tx.execute(q.request_cancel, (log_id,)).rowcount
-    state = broker.executor_state(create=False)
-    if state is not None:
-        state.runner.cancel(log_id)
     return bool(marked)
 
 
