@@ -14,6 +14,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from support.helpers import make_pair
 
 import sbroker
 from sbroker.storage.postgres.connection import PREPARE_ALL, PREPARED
@@ -38,14 +39,10 @@ GROWING = re.compile(r"Seq Scan on (sb_messages|sb_endpoints|sb_transmission_que
 
 
 def _grown(pg_url: str, messages: int = 2000) -> sbroker.Broker:
-    """A broker whose target queue T holds ``messages`` on 50 conversations."""
-    b = sbroker.Broker.open(pg_url)
-    b.create_queue("I")
-    b.create_queue("T")
-    b.create_service("IS", "I")
-    b.create_service("TS", "T", ["DEFAULT"])
+    """A broker whose TargetQueue holds ``messages`` on 50 conversations."""
+    b = make_pair(sbroker.Broker.open(pg_url))
     with b.transaction() as tx:
-        handles = [tx.begin_dialog("IS", "TS") for _ in range(50)]
+        handles = [tx.begin_dialog("InitService", "TargetService") for _ in range(50)]
     _send(b, handles, messages)
     return b
 
@@ -111,7 +108,8 @@ def test_a_function_planned_on_a_small_queue_reads_the_grown_queue_by_key(
                 conn.execute(*statement)
                 conn.execute("ROLLBACK")
             with b.transaction() as tx:
-                handles = [tx.begin_dialog("IS", "TS") for _ in range(500)]
+                handles = [tx.begin_dialog("InitService", "TargetService")
+                           for _ in range(500)]
             _send(b, handles, 5000)
             plans = _nested_plans(conn)
             conn.execute("BEGIN")
@@ -131,10 +129,10 @@ def test_a_rolled_back_transaction_leaves_the_prepared_statements_in_place(
     try:
         for _ in range(3):
             tx = b.transaction()
-            assert tx.receive("T")
+            assert tx.receive("TargetQueue")
             tx.rollback()
         with b.transaction() as tx:
-            assert tx.receive("T")
+            assert tx.receive("TargetQueue")
     finally:
         b.close()
 
@@ -146,9 +144,9 @@ def test_statements_the_application_deallocates_are_prepared_again(pg_url: str) 
         tx = b.transaction()
         tx.execute("DEALLOCATE ALL")
         with pytest.raises(psycopg.errors.InvalidSqlStatementName):
-            tx.receive("T")
+            tx.receive("TargetQueue")
         tx.rollback()
         with b.transaction() as tx:
-            assert tx.receive("T")
+            assert tx.receive("TargetQueue")
     finally:
         b.close()

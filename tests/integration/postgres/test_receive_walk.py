@@ -11,25 +11,19 @@ import time
 from collections.abc import Callable
 
 import psycopg
+from support.helpers import begin_and_send, bodies
 
 from sbroker import Broker
 
 
-def _conversation(b: Broker, *bodies: str) -> None:
-    with b.transaction() as tx:
-        handle = tx.begin_dialog("InitService", "TargetService")
-        for body in bodies:
-            tx.send(handle, body=body)
-
-
 def _received(tx: object) -> list[str]:
-    return [m.text() for m in tx.receive("TargetQueue", top=1)]  # type: ignore[attr-defined]
+    return bodies(tx.receive("TargetQueue", top=1))  # type: ignore[attr-defined]
 
 
 def test_readers_pass_the_groups_other_transactions_hold_in_queue_order(
         pg_pair: Broker) -> None:
     for i in range(6):
-        _conversation(pg_pair, f"c{i}")
+        begin_and_send(pg_pair, f"c{i}")
     with contextlib.ExitStack() as stack:
         got = []
         for _ in range(6):  # each open transaction holds the group it received from
@@ -43,8 +37,8 @@ def test_readers_pass_the_groups_other_transactions_hold_in_queue_order(
 def test_a_reader_passes_a_long_held_conversation_to_the_next_group(pg_pair: Broker) -> None:
     """100 ready rows of one held group come first: more than the walk passes one by one
     before it asks PostgreSQL which groups are held."""
-    _conversation(pg_pair, *(f"long{i}" for i in range(100)))
-    _conversation(pg_pair, "short")
+    begin_and_send(pg_pair, *(f"long{i}" for i in range(100)))
+    begin_and_send(pg_pair, "short")
     with pg_pair.transaction() as holder:
         assert _received(holder) == ["long0"]
         with pg_pair.transaction() as tx:

@@ -112,6 +112,11 @@ def render(sql: str, parameters: Any) -> str | None:
     pieces = _pieces(sql) if values is not None else None
     if values is None or pieces is None or len(pieces) != len(values) + 1:
         return None
+    return _between(pieces, values)
+
+
+def _between(pieces: tuple[str, ...], values: Sequence[str]) -> str:
+    """The pieces of a statement cut at its placeholders, with ``values`` put back between."""
     out = [pieces[0]]
     for value, piece in zip(values, pieces[1:], strict=True):
         out.append(value)
@@ -153,11 +158,7 @@ def _numbered(sql: str) -> str:
     pieces = _pieces(sql)
     if pieces is None:
         raise ValueError(f"not a %s statement: {sql[:60]}")
-    out = [pieces[0]]
-    for number, piece in enumerate(pieces[1:], 1):
-        out.append(f"${number}")
-        out.append(piece)
-    return "".join(out)
+    return _between(pieces, [f"${number}" for number in range(1, len(pieces))])
 
 
 PREPARED: dict[str, str] = {
