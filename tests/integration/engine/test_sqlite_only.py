@@ -7,11 +7,14 @@ every backend):
 - SQLite reuses the highest rowid after a delete, so a commit that finds its senders by
   rowid must not take a new endpoint for a deleted one.  PostgreSQL's identity columns never
   reuse a value.
+- SQLite's queue keeps a number per conversation group (sb_groups), not its UUID: a group is
+  numbered once, its messages follow a moved conversation, and the number goes with the group.
 """
 
 from __future__ import annotations
 
 import pytest
+from support.helpers import begin_and_send, bodies
 
 import sbroker
 from sbroker import Broker
@@ -69,3 +72,31 @@ def test_a_second_transaction_in_the_thread_of_a_held_one_gets_a_clear_error(
     with pair.transaction() as tx:  # the lock is free again
         tx.begin_dialog("InitService", "TargetService")
     assert pair.view("t") == [{"x": 1}]
+
+
+def _groups(broker: Broker) -> dict[str, int]:
+    with broker.db.connection() as conn:
+        return dict(conn.execute("SELECT group_id, group_key FROM sb_groups").fetchall())
+
+
+def _message_keys(broker: Broker) -> dict[str, int]:
+    with broker.db.connection() as conn:
+        return dict(conn.execute("SELECT handle, group_key FROM sb_messages").fetchall())
+
+
+def test_a_group_keeps_its_number_and_a_moved_conversation_s_messages_follow_it(
+        pair: Broker) -> None:
+    begin_and_send(pair, "a")
+    begin_and_send(pair, "b1", "b2")
+    a, b, _ = pair.peek("TargetQueue")
+    before = _groups(pair)
+    with pair.transaction() as tx:
+        tx.move_conversation(b.conversation_handle, a.conversation_group_id)
+    after = _groups(pair)
+    assert b.conversation_group_id in before and b.conversation_group_id not in after
+    assert after == {g: k for g, k in before.items() if g != b.conversation_group_id}
+    assert _message_keys(pair)[b.conversation_handle] == before[a.conversation_group_id]
+    assert {m.conversation_group_id for m in pair.peek("TargetQueue")} == {
+        a.conversation_group_id}
+    with pair.transaction() as tx:
+        assert bodies(tx.receive("TargetQueue")) == ["a", "b1", "b2"]

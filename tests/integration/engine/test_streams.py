@@ -15,7 +15,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from support.helpers import DEADLINE, begin_and_send, bodies, send
+from support.helpers import DEADLINE, begin_and_send, bodies, database_at, send
 
 import sbroker
 from sbroker.engine import streams
@@ -81,31 +81,33 @@ def test_a_position_is_never_handed_out_twice(pair: sbroker.Broker) -> None:
     assert [m.queuing_order for m in pair.peek("TargetQueue")] == [top + 1]
 
 
-@SQLITE_ONLY
 def test_an_older_database_keeps_its_messages_and_positions_grow_past_them(
-        db_path: str) -> None:
-    with sbroker.Broker.open(db_path) as b:
-        for name in ("InitQueue", "TargetQueue"):
-            b.create_queue(name)
-        b.create_service("InitService", "InitQueue")
-        b.create_service("TargetService", "TargetQueue", ["DEFAULT"])
-        begin_and_send(b, "old")
-    conn = sqlite3.connect(db_path)  # back to schema 7: no positions kept
-    conn.executescript(
-        "DROP TABLE sb_activation_notices;"
-        " DROP VIEW dm_broker_streams; DROP TABLE sb_stream_conversations;"
-        " DROP TABLE sb_stream_sinks; DROP TABLE sb_stream_sources;"
-        " DELETE FROM sqlite_sequence WHERE name = 'sb_messages'; PRAGMA user_version = 7;")
+        tmp_path: Path) -> None:  # SQLite's migrations
+    path = tmp_path / "broker.db"
+    database_at(path, 7)  # before positions were kept: one message waits in queue T
+    initiator = "A" * 8 + "-0000-0000-0000-" + "0" * 12
+    with sbroker.Broker.open(path) as b:
+        (old,) = b.peek("T")
+        send(b, initiator, "new")
+        with b.transaction() as tx:  # the top row goes too: its position is not reused
+            assert bodies(tx.receive("T")) == ["kept", "new"]
+        send(b, initiator, "newer")
+        assert b.peek("T")[0].queuing_order > old.queuing_order + 1
+
+
+def test_positions_given_before_the_group_keys_migration_are_not_given_again(
+        tmp_path: Path) -> None:  # SQLite's migration 10 rebuilds the queue table
+    path = tmp_path / "broker.db"
+    database_at(path, 9)
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("INSERT INTO sb_messages SELECT 5, queue_id, group_id, handle, conv_order, 1,"
+                 " status, priority, is_timer, message_type, validation, body, message_id,"
+                 " service, contract, enqueued_at FROM sb_messages")
+    conn.execute("DELETE FROM sb_messages WHERE queuing_order = 5")  # received at the top
     conn.close()
-    with sbroker.Broker.open(db_path) as b:
-        (old,) = b.peek("TargetQueue")
-        begin_and_send(b, "new")
-        with b.transaction() as tx:
-            assert bodies(tx.receive("TargetQueue")) == ["old"]
-        with b.transaction() as tx:  # the top row, deleted: its position is not reused
-            assert bodies(tx.receive("TargetQueue")) == ["new"]
-        begin_and_send(b, "newer")
-        assert b.peek("TargetQueue")[0].queuing_order > old.queuing_order + 1
+    with sbroker.Broker.open(path) as b:
+        send(b, "A" * 8 + "-0000-0000-0000-" + "0" * 12, "new")
+        assert [m.queuing_order for m in b.peek("T")] == [1, 6]
 
 
 # -- the claim ---------------------------------------------------------------------------------

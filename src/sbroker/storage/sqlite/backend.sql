@@ -8,21 +8,24 @@
 -- rows of the first eligible group in RECEIVE order (the Message fields); the caller skips
 -- the ones it received already. Nothing on a queue a live stream reads (as
 -- receive_take_next). Params: queue, queue, owner, received orders, groups, limit.
-SELECT status, priority, queuing_order, group_id, handle, msn, service, contract,
-    message_type, validation, body, message_id, enqueued_at FROM sb_messages
-WHERE group_id = (
-        SELECT m.group_id FROM sb_messages m WHERE m.queue_id = ? AND m.status = 1
+SELECT m.status, m.priority, m.queuing_order, g.group_id, m.handle, m.msn, m.service,
+    m.contract, m.message_type, m.validation, m.body, m.message_id, m.enqueued_at
+FROM sb_groups g CROSS JOIN sb_messages m ON m.group_key = g.group_key
+WHERE g.group_key = (
+        SELECT n.group_key FROM sb_messages n CROSS JOIN sb_groups k
+            ON k.group_key = n.group_key
+        WHERE n.queue_id = ? AND n.status = 1
             AND NOT EXISTS (SELECT 1 FROM sb_stream_sources s WHERE s.queue_id = ?
                             AND s.session_id IS NOT NULL)
-            AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order)
-            AND NOT EXISTS (SELECT 1 FROM sb_group_locks l WHERE l.group_id = m.group_id
+            AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = n.queuing_order)
+            AND NOT EXISTS (SELECT 1 FROM sb_group_locks l WHERE l.group_id = k.group_id
                             AND l.owner != ?)
-            AND m.queuing_order NOT IN (SELECT value FROM json_each(?))
-            AND m.group_id NOT IN (SELECT value FROM json_each(?))
-        ORDER BY m.priority DESC, m.queuing_order LIMIT 1)
-    AND status = 1
-    AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = sb_messages.queuing_order)
-ORDER BY priority DESC, conv_order, is_timer DESC, msn LIMIT ?
+            AND n.queuing_order NOT IN (SELECT value FROM json_each(?))
+            AND k.group_id NOT IN (SELECT value FROM json_each(?))
+        ORDER BY n.priority DESC, n.queuing_order LIMIT 1)
+    AND m.status = 1
+    AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order)
+ORDER BY m.priority DESC, m.conv_order, m.is_timer DESC, m.msn LIMIT ?
 
 -- name: release_group_locks_of
 -- The lock rows of the transactions (a JSON array of owners) committing in one batch.

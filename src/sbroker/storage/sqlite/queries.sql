@@ -35,49 +35,55 @@ INSERT INTO sb_meta(key, value) VALUES ('broker_instance', ?), ('catalog_version
 -- of held groups (a backlog, or this transaction's earlier groups) cost no Python loop.
 -- None either on a queue a live stream reads.
 -- Params: queue, queue, queue, owner, received orders (JSON), groups held in memory (JSON).
-SELECT m.group_id FROM sb_messages m WHERE m.queue_id = ? AND m.status = 1
+SELECT g.group_id FROM sb_messages m CROSS JOIN sb_groups g ON g.group_key = m.group_key
+WHERE m.queue_id = ? AND m.status = 1
     AND NOT EXISTS (SELECT 1 FROM sb_stream_sources s WHERE s.queue_id = ?
                     AND s.session_id IS NOT NULL)
     AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order)
-    AND m.group_id NOT IN (SELECT group_id FROM sb_group_locks WHERE queue_id = ? AND owner != ?)
+    AND g.group_id NOT IN (SELECT group_id FROM sb_group_locks WHERE queue_id = ? AND owner != ?)
     AND m.queuing_order NOT IN (SELECT value FROM json_each(?))
-    AND m.group_id NOT IN (SELECT value FROM json_each(?))
+    AND g.group_id NOT IN (SELECT value FROM json_each(?))
 ORDER BY m.priority DESC, m.queuing_order LIMIT 1
 
 -- name: receive_fetch
 -- A locked group's ready rows in RECEIVE order (the Message fields). Params: group, limit.
-SELECT status, priority, queuing_order, group_id, handle, msn, service, contract,
-    message_type, validation, body, message_id, enqueued_at FROM sb_messages m
-WHERE group_id = ? AND status = 1
+SELECT m.status, m.priority, m.queuing_order, g.group_id, m.handle, m.msn, m.service,
+    m.contract, m.message_type, m.validation, m.body, m.message_id, m.enqueued_at
+FROM sb_groups g CROSS JOIN sb_messages m ON m.group_key = g.group_key
+WHERE g.group_id = ? AND m.status = 1
     AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order)
-ORDER BY priority DESC, conv_order, is_timer DESC, msn LIMIT ?
+ORDER BY m.priority DESC, m.conv_order, m.is_timer DESC, m.msn LIMIT ?
 
 -- name: receive_fetch_handle
 -- The same, for one conversation of the group. Params: group, handle, limit.
-SELECT status, priority, queuing_order, group_id, handle, msn, service, contract,
-    message_type, validation, body, message_id, enqueued_at FROM sb_messages m
-WHERE group_id = ? AND status = 1 AND handle = ?
+SELECT m.status, m.priority, m.queuing_order, g.group_id, m.handle, m.msn, m.service,
+    m.contract, m.message_type, m.validation, m.body, m.message_id, m.enqueued_at
+FROM sb_groups g CROSS JOIN sb_messages m ON m.group_key = g.group_key
+WHERE g.group_id = ? AND m.status = 1 AND m.handle = ?
     AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order)
-ORDER BY priority DESC, conv_order, is_timer DESC, msn LIMIT ?
+ORDER BY m.priority DESC, m.conv_order, m.is_timer DESC, m.msn LIMIT ?
 
 -- name: receive_take_next
 -- The common RECEIVE in one statement: nothing received yet in this transaction and no
 -- group held in the writer's memory by another one, so the only exclusions are lock rows.
 -- A queue a live stream reads yields nothing (the caller says why: stream_holder).
 -- Params: queue, queue, owner, limit.
-SELECT status, priority, queuing_order, group_id, handle, msn, service, contract,
-    message_type, validation, body, message_id, enqueued_at FROM sb_messages
-WHERE group_id = (
-        SELECT m.group_id FROM sb_messages m WHERE m.queue_id = ? AND m.status = 1
+SELECT m.status, m.priority, m.queuing_order, g.group_id, m.handle, m.msn, m.service,
+    m.contract, m.message_type, m.validation, m.body, m.message_id, m.enqueued_at
+FROM sb_groups g CROSS JOIN sb_messages m ON m.group_key = g.group_key
+WHERE g.group_key = (
+        SELECT n.group_key FROM sb_messages n CROSS JOIN sb_groups k
+            ON k.group_key = n.group_key
+        WHERE n.queue_id = ? AND n.status = 1
             AND NOT EXISTS (SELECT 1 FROM sb_stream_sources s WHERE s.queue_id = ?
                             AND s.session_id IS NOT NULL)
-            AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order)
-            AND NOT EXISTS (SELECT 1 FROM sb_group_locks l WHERE l.group_id = m.group_id
+            AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = n.queuing_order)
+            AND NOT EXISTS (SELECT 1 FROM sb_group_locks l WHERE l.group_id = k.group_id
                             AND l.owner != ?)
-        ORDER BY m.priority DESC, m.queuing_order LIMIT 1)
-    AND status = 1
-    AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = sb_messages.queuing_order)
-ORDER BY priority DESC, conv_order, is_timer DESC, msn LIMIT ?
+        ORDER BY n.priority DESC, n.queuing_order LIMIT 1)
+    AND m.status = 1
+    AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order)
+ORDER BY m.priority DESC, m.conv_order, m.is_timer DESC, m.msn LIMIT ?
 
 -- name: group_lock_owner
 SELECT owner FROM sb_group_locks WHERE group_id = ?
@@ -97,20 +103,22 @@ SELECT 1 FROM sb_group_locks WHERE queue_id = ? AND owner != ? LIMIT 1
 -- Params: queue, owner, queue, owner.
 SELECT EXISTS(SELECT 1 FROM sb_messages m WHERE m.queue_id = ? AND m.status = 1
         AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order)
-        AND NOT EXISTS (SELECT 1 FROM sb_group_locks l WHERE l.group_id = m.group_id
+        AND NOT EXISTS (SELECT 1 FROM sb_group_locks l
+                        WHERE l.group_id = (SELECT group_id FROM sb_groups
+                                            WHERE group_key = m.group_key)
                         AND l.owner != ?)),
     EXISTS(SELECT 1 FROM sb_group_locks WHERE queue_id = ? AND owner != ?)
 
 -- name: probe_group
 -- (ready rows in the group, the group held by another transaction). Params: group, group, owner.
-SELECT EXISTS(SELECT 1 FROM sb_messages m WHERE group_id = ? AND status = 1
-        AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order)),
+SELECT EXISTS(SELECT 1 FROM sb_messages m WHERE group_key = (SELECT group_key FROM sb_groups WHERE group_id = ?)
+        AND status = 1 AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order)),
     EXISTS(SELECT 1 FROM sb_group_locks WHERE group_id = ? AND owner != ?)
 
 -- name: probe_group_handle
 -- The same for one conversation. Params: group, handle, group, owner.
-SELECT EXISTS(SELECT 1 FROM sb_messages m WHERE group_id = ? AND status = 1 AND handle = ?
-        AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order)),
+SELECT EXISTS(SELECT 1 FROM sb_messages m WHERE group_key = (SELECT group_key FROM sb_groups WHERE group_id = ?)
+        AND status = 1 AND handle = ? AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order)),
     EXISTS(SELECT 1 FROM sb_group_locks WHERE group_id = ? AND owner != ?)
 
 -- ---------------------------------------------------------------------------------------
@@ -288,9 +296,9 @@ INSERT INTO sb_endpoints(handle, conversation_id, is_initiator, group_id, queue_
 UPDATE sb_endpoints SET state = ?, send_seq = ?, receive_seq = ? WHERE handle = ?
 
 -- name: insert_message
-INSERT INTO sb_messages(queue_id, group_id, handle, conv_order, msn, status, priority,
+INSERT INTO sb_messages(queue_id, group_key, handle, conv_order, msn, status, priority,
     is_timer, message_type, validation, body, message_id, service, contract, enqueued_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+VALUES (?, (SELECT group_key FROM sb_groups WHERE group_id = ?), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 
 -- name: delete_endpoint_transmissions
 DELETE FROM sb_transmission_queue WHERE handle = ?
@@ -305,12 +313,13 @@ INSERT INTO sb_queue_counters(queue_id, received, removed)
 SELECT ?, count(*) FILTER (WHERE status = 0 OR c.queuing_order IS NOT NULL),
     count(*) FILTER (WHERE status = 1 AND c.queuing_order IS NULL)
 FROM sb_messages m LEFT JOIN sb_consumed c ON c.queuing_order = m.queuing_order
-WHERE m.group_id = ? AND m.handle = ? AND m.status IN (0, 1)
+WHERE m.group_key = (SELECT group_key FROM sb_groups WHERE group_id = ?) AND m.handle = ?
+    AND m.status IN (0, 1)
 ON CONFLICT(queue_id) DO UPDATE SET received = received + excluded.received,
     removed = removed + excluded.removed
 
 -- name: delete_conversation_messages
-DELETE FROM sb_messages WHERE group_id = ? AND handle = ?
+DELETE FROM sb_messages WHERE group_key = (SELECT group_key FROM sb_groups WHERE group_id = ?) AND handle = ?
 
 -- name: sender
 -- SEND at commit, one read: the sender, whether it has messages waiting in the transmission
@@ -363,9 +372,9 @@ UPDATE sb_endpoints SET send_seq = ? WHERE conv_order = ?
 -- sender's handle guards against a reused rowid.
 -- Params: message_type, validation, body, message_id, enqueued_at, sender rowid, sender
 -- handle, peer rowid, catalog version. The caller then runs bump_send_seq.
-INSERT INTO sb_messages(queue_id, group_id, handle, conv_order, msn, status, priority,
+INSERT INTO sb_messages(queue_id, group_key, handle, conv_order, msn, status, priority,
     is_timer, message_type, validation, body, message_id, service, contract, enqueued_at)
-SELECT p.queue_id, p.group_id, p.handle, p.conv_order, s.send_seq, 1, p.priority, 0, ?, ?, ?,
+SELECT p.queue_id, (SELECT group_key FROM sb_groups WHERE group_id = p.group_id), p.handle, p.conv_order, s.send_seq, 1, p.priority, 0, ?, ?, ?,
     ?, p.service, p.contract, ?
 FROM sb_endpoints s, sb_endpoints p
 WHERE s.conv_order = ? AND s.handle = ? AND p.conv_order = ? AND s.state = 'CO'
@@ -395,7 +404,8 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 
 -- name: last_inbound_msn
 -- The highest sequence number queued for the conversation. Params: group, handle.
-SELECT max(msn) FROM sb_messages m WHERE group_id = ? AND handle = ? AND status != 3
+SELECT max(msn) FROM sb_messages m WHERE group_key = (SELECT group_key FROM sb_groups WHERE group_id = ?)
+    AND handle = ? AND status != 3
     AND is_timer = 0
     AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order)
 
@@ -420,7 +430,8 @@ UPDATE sb_endpoints SET group_id = ? WHERE handle = ?
 
 -- name: move_messages
 -- Params: new group, old group, handle.
-UPDATE sb_messages SET group_id = ? WHERE group_id = ? AND handle = ?
+UPDATE sb_messages SET group_key = (SELECT group_key FROM sb_groups WHERE group_id = ?)
+WHERE group_key = (SELECT group_key FROM sb_groups WHERE group_id = ?) AND handle = ?
 
 -- name: delete_pending_transmissions
 DELETE FROM sb_transmission_queue WHERE handle = ?
@@ -478,11 +489,12 @@ SELECT queue_id FROM sb_endpoints WHERE group_id = ? LIMIT 1
 -- name: peek
 -- A queue's live rows in RECEIVE order, a page of them. Params: queue, limit (-1: all),
 -- offset.
-SELECT status, priority, queuing_order, group_id, handle, msn, service, contract,
-    message_type, validation, body, message_id, enqueued_at FROM sb_messages m
-WHERE queue_id = ?
+SELECT m.status, m.priority, m.queuing_order, g.group_id, m.handle, m.msn, m.service,
+    m.contract, m.message_type, m.validation, m.body, m.message_id, m.enqueued_at
+FROM sb_messages m CROSS JOIN sb_groups g ON g.group_key = m.group_key
+WHERE m.queue_id = ?
     AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order)
-ORDER BY priority DESC, queuing_order LIMIT ? OFFSET ?
+ORDER BY m.priority DESC, m.queuing_order LIMIT ? OFFSET ?
 
 -- name: application_relation
 -- Whether an application table or view of this name exists (not the broker's own).
@@ -576,8 +588,8 @@ SELECT EXISTS (SELECT 1 FROM sb_messages m WHERE m.queue_id = ?1 AND m.status = 
         AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order)),
     EXISTS (SELECT 1 FROM sb_messages m WHERE m.queue_id = ?1 AND m.status = 1
         AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order)
-        AND NOT EXISTS (SELECT 1 FROM sb_group_locks l WHERE l.group_id = m.group_id)
-        AND m.group_id NOT IN (SELECT value FROM json_each(?2)))
+        AND (SELECT group_id FROM sb_groups g WHERE g.group_key = m.group_key) NOT IN (
+            SELECT group_id FROM sb_group_locks UNION ALL SELECT value FROM json_each(?2)))
 
 -- name: save_activated_task
 INSERT OR REPLACE INTO sb_activated_tasks(session_id, task_id, queue_id, procedure_name,
@@ -754,9 +766,10 @@ WHERE sb_endpoints.handle = json_extract(j.value, '$[0]')
 -- name: insert_messages_json
 -- Many queue rows in one statement: a JSON array of rows (the columns of insert_message
 -- without the body, then the body's 1-based offset and length) and all bodies as one blob.
-INSERT INTO sb_messages(queue_id, group_id, handle, conv_order, msn, status, priority,
+INSERT INTO sb_messages(queue_id, group_key, handle, conv_order, msn, status, priority,
     is_timer, message_type, validation, body, message_id, service, contract, enqueued_at)
-SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]'),
+SELECT json_extract(j.value, '$[0]'),
+    (SELECT group_key FROM sb_groups WHERE group_id = json_extract(j.value, '$[1]')),
     json_extract(j.value, '$[2]'), json_extract(j.value, '$[3]'),
     json_extract(j.value, '$[4]'), json_extract(j.value, '$[5]'),
     json_extract(j.value, '$[6]'), json_extract(j.value, '$[7]'),
@@ -773,19 +786,19 @@ FROM json_each(?1) j
 -- queued message: a scheduler with thousands of tasks queued does not slow a take down.
 -- Params: queue id.
 WITH RECURSIVE g(id) AS (
-    SELECT (SELECT min(group_id) FROM sb_messages)
+    SELECT (SELECT min(group_key) FROM sb_messages)
     UNION ALL
-    SELECT (SELECT min(group_id) FROM sb_messages WHERE group_id > g.id)
+    SELECT (SELECT min(group_key) FROM sb_messages WHERE group_key > g.id)
     FROM g WHERE g.id IS NOT NULL
 )
-SELECT g.id, m.priority, m.queuing_order, e.conversation_id
-FROM g JOIN sb_messages m ON m.queuing_order = (
-    SELECT queuing_order FROM sb_messages s WHERE group_id = g.id AND status = 1
+SELECT k.group_id, m.priority, m.queuing_order, e.conversation_id
+FROM g JOIN sb_groups k ON k.group_key = g.id JOIN sb_messages m ON m.queuing_order = (
+    SELECT queuing_order FROM sb_messages s WHERE group_key = g.id AND status = 1
         AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = s.queuing_order)
     ORDER BY priority DESC, conv_order, is_timer DESC, msn LIMIT 1)
 JOIN sb_endpoints e ON e.handle = m.handle
 WHERE g.id IS NOT NULL AND m.queue_id = ?
-    AND NOT EXISTS (SELECT 1 FROM sb_group_locks l WHERE l.group_id = g.id)
+    AND NOT EXISTS (SELECT 1 FROM sb_group_locks l WHERE l.group_id = k.group_id)
 
 -- name: view_dm_broker_sessions
 SELECT * FROM dm_broker_sessions
@@ -807,7 +820,8 @@ SELECT q.name,
 FROM sb_queues q
 LEFT JOIN sb_messages m ON m.queue_id = q.queue_id
     AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order)
-LEFT JOIN sb_group_locks l ON l.group_id = m.group_id
+LEFT JOIN sb_group_locks l
+    ON l.group_id = (SELECT group_id FROM sb_groups g WHERE g.group_key = m.group_key)
 GROUP BY q.queue_id ORDER BY q.name
 
 -- ------------------------------------------------------------------------------------------
@@ -857,7 +871,7 @@ ORDER BY m.queuing_order LIMIT :limit
 -- name: level_rows
 -- One priority level's ready messages in (:after, :through], in position order: the columns
 -- of a stream row, then the position.
-SELECT m.handle, m.group_id, m.msn, m.message_type, m.service, m.body, m.enqueued_at,
+SELECT m.handle, (SELECT group_id FROM sb_groups g WHERE g.group_key = m.group_key), m.msn, m.message_type, m.service, m.body, m.enqueued_at,
     m.priority, m.queuing_order FROM sb_messages m
 WHERE m.queue_id = :queue AND m.status = 1 AND m.priority = :priority
     AND m.queuing_order > :after AND m.queuing_order <= :through
@@ -875,7 +889,7 @@ ORDER BY m.queuing_order LIMIT :limit
 
 -- name: snapshot_rows
 -- level_rows for a batch read (the same here).
-SELECT m.handle, m.group_id, m.msn, m.message_type, m.service, m.body, m.enqueued_at,
+SELECT m.handle, (SELECT group_id FROM sb_groups g WHERE g.group_key = m.group_key), m.msn, m.message_type, m.service, m.body, m.enqueued_at,
     m.priority, m.queuing_order FROM sb_messages m
 WHERE m.queue_id = :queue AND m.status = 1 AND m.priority = :priority
     AND m.queuing_order > :after AND m.queuing_order <= :through

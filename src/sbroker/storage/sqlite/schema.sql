@@ -23,7 +23,7 @@ CREATE INDEX sb_endpoints_timer ON sb_endpoints(timer_at) WHERE timer_at IS NOT 
 CREATE INDEX sb_group_locks_session ON sb_group_locks(session_id);
 
 -- index sb_messages_group
-CREATE INDEX sb_messages_group ON sb_messages(group_id, status, priority DESC, conv_order, is_timer DESC, msn);
+CREATE INDEX sb_messages_group ON sb_messages(group_key, status, priority DESC, conv_order, is_timer DESC, msn);
 
 -- index sb_messages_ready
 CREATE INDEX sb_messages_ready ON sb_messages(queue_id, status, priority DESC, queuing_order);
@@ -76,11 +76,14 @@ CREATE TABLE sb_event_notifications ( name TEXT PRIMARY KEY, queue_id INTEGER NO
 -- table sb_group_locks
 CREATE TABLE sb_group_locks ( group_id TEXT PRIMARY KEY, queue_id INTEGER NOT NULL, owner TEXT NOT NULL, session_id INTEGER NOT NULL, acquired_at REAL NOT NULL ) WITHOUT ROWID;
 
+-- table sb_groups
+CREATE TABLE sb_groups ( group_key INTEGER PRIMARY KEY, group_id TEXT NOT NULL UNIQUE );
+
 -- table sb_message_types
 CREATE TABLE sb_message_types ( name TEXT PRIMARY KEY, validation TEXT NOT NULL, -- none | empty | well_formed_xml | well_formed_json | json_schema json_schema TEXT );
 
 -- table sb_messages
-CREATE TABLE "sb_messages" ( queuing_order INTEGER PRIMARY KEY AUTOINCREMENT, queue_id INTEGER NOT NULL, group_id TEXT NOT NULL, handle TEXT NOT NULL, conv_order INTEGER NOT NULL, msn INTEGER NOT NULL, status INTEGER NOT NULL, -- 1 ready, 0 retained received, 2 incomplete, 3 retained sent priority INTEGER NOT NULL, is_timer INTEGER NOT NULL DEFAULT 0, message_type TEXT NOT NULL, validation TEXT NOT NULL, body BLOB NOT NULL, message_id TEXT NOT NULL, service TEXT NOT NULL, contract TEXT NOT NULL, enqueued_at REAL NOT NULL DEFAULT 0 );
+CREATE TABLE "sb_messages" ( queuing_order INTEGER PRIMARY KEY AUTOINCREMENT, queue_id INTEGER NOT NULL, group_key INTEGER NOT NULL, handle TEXT NOT NULL, conv_order INTEGER NOT NULL, msn INTEGER NOT NULL, status INTEGER NOT NULL, -- 1 ready, 0 retained received, 2 incomplete, 3 retained sent priority INTEGER NOT NULL, is_timer INTEGER NOT NULL DEFAULT 0, message_type TEXT NOT NULL, validation TEXT NOT NULL, body BLOB NOT NULL, message_id TEXT NOT NULL, service TEXT NOT NULL, contract TEXT NOT NULL, enqueued_at REAL NOT NULL DEFAULT 0 );
 
 -- table sb_meta
 CREATE TABLE sb_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -133,6 +136,18 @@ CREATE TABLE sb_stream_sources ( queue_id INTEGER PRIMARY KEY REFERENCES sb_queu
 -- table sb_transmission_queue
 CREATE TABLE sb_transmission_queue ( tq_id INTEGER PRIMARY KEY, handle TEXT NOT NULL, conversation_id TEXT NOT NULL, is_initiator INTEGER NOT NULL, from_service TEXT NOT NULL, to_service TEXT NOT NULL, to_broker_instance TEXT, contract TEXT NOT NULL, message_type TEXT NOT NULL, msn INTEGER NOT NULL, body BLOB NOT NULL, priority INTEGER NOT NULL, message_id TEXT NOT NULL, enqueued_at REAL NOT NULL, transmission_status TEXT NOT NULL DEFAULT '', target_queue_id INTEGER, is_end_of_conversation INTEGER NOT NULL DEFAULT 0 );
 
+-- trigger sb_endpoints_group_gone
+CREATE TRIGGER sb_endpoints_group_gone AFTER DELETE ON sb_endpoints BEGIN DELETE FROM sb_groups WHERE group_id = old.group_id AND NOT EXISTS (SELECT 1 FROM sb_endpoints e WHERE e.group_id = old.group_id) AND NOT EXISTS (SELECT 1 FROM sb_messages m WHERE m.group_key = sb_groups.group_key); END;
+
+-- trigger sb_endpoints_group_moved
+CREATE TRIGGER sb_endpoints_group_moved AFTER UPDATE OF group_id ON sb_endpoints BEGIN INSERT OR IGNORE INTO sb_groups(group_id) VALUES (new.group_id); DELETE FROM sb_groups WHERE group_id = old.group_id AND NOT EXISTS (SELECT 1 FROM sb_endpoints e WHERE e.group_id = old.group_id) AND NOT EXISTS (SELECT 1 FROM sb_messages m WHERE m.group_key = sb_groups.group_key); END;
+
+-- trigger sb_endpoints_group_named
+CREATE TRIGGER sb_endpoints_group_named AFTER INSERT ON sb_endpoints BEGIN INSERT OR IGNORE INTO sb_groups(group_id) VALUES (new.group_id); END;
+
+-- trigger sb_messages_group_moved
+CREATE TRIGGER sb_messages_group_moved AFTER UPDATE OF group_key ON sb_messages BEGIN DELETE FROM sb_groups WHERE group_key = old.group_key AND NOT EXISTS (SELECT 1 FROM sb_endpoints e WHERE e.group_id = sb_groups.group_id) AND NOT EXISTS (SELECT 1 FROM sb_messages m WHERE m.group_key = old.group_key); END;
+
 -- trigger sb_sessions_gone
 CREATE TRIGGER sb_sessions_gone AFTER DELETE ON sb_sessions BEGIN DELETE FROM sb_group_locks WHERE session_id = old.session_id; DELETE FROM sb_activated_tasks WHERE session_id = old.session_id; DELETE FROM sb_queue_monitors WHERE session_id = old.session_id; END;
 
@@ -167,7 +182,7 @@ CREATE VIEW dm_broker_streams AS SELECT q.name AS queue_name, c.session_id, s.pi
 CREATE VIEW message_types AS SELECT name, validation, json_schema FROM sb_message_types;
 
 -- view queue_stats
-CREATE VIEW queue_stats AS SELECT name AS queue_name, status AS is_enabled, activation_status AS is_activation_enabled, poison_message_handling AS is_poison_message_handling_enabled, rollback_count, max_queue_readers, readers_running, queued - marked - locked AS ready_messages, locked AS locked_messages, oldest_enqueue_time, retained_received + marked + received AS messages_received_total, retained_received + marked + received + removed + queued - marked AS messages_enqueued_total FROM ( SELECT q.name, q.status, q.activation_status, q.poison_message_handling, q.rollback_count, q.max_queue_readers, (SELECT count(*) FROM sb_activated_tasks t JOIN sb_sessions s ON s.session_id = t.session_id WHERE t.queue_id = q.queue_id) AS readers_running, (SELECT count(*) FROM sb_messages m WHERE m.queue_id = q.queue_id AND m.status = 1) AS queued, (SELECT count(*) FROM sb_consumed c JOIN sb_messages m ON m.queuing_order = c.queuing_order WHERE m.queue_id = q.queue_id) AS marked, (SELECT count(*) FROM sb_group_locks l JOIN sb_messages m ON m.group_id = l.group_id WHERE l.queue_id = q.queue_id AND m.status = 1 AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order)) AS locked, (SELECT m.enqueued_at FROM sb_messages m WHERE m.queue_id = q.queue_id AND m.status = 1 AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order) ORDER BY m.queuing_order LIMIT 1) AS oldest_enqueue_time, (SELECT count(*) FROM sb_messages m WHERE m.queue_id = q.queue_id AND m.status = 0) AS retained_received, coalesce(k.received, 0) AS received, coalesce(k.removed, 0) AS removed FROM sb_queues q LEFT JOIN sb_queue_counters k ON k.queue_id = q.queue_id );
+CREATE VIEW queue_stats AS SELECT name AS queue_name, status AS is_enabled, activation_status AS is_activation_enabled, poison_message_handling AS is_poison_message_handling_enabled, rollback_count, max_queue_readers, readers_running, queued - marked - locked AS ready_messages, locked AS locked_messages, oldest_enqueue_time, retained_received + marked + received AS messages_received_total, retained_received + marked + received + removed + queued - marked AS messages_enqueued_total FROM ( SELECT q.name, q.status, q.activation_status, q.poison_message_handling, q.rollback_count, q.max_queue_readers, (SELECT count(*) FROM sb_activated_tasks t JOIN sb_sessions s ON s.session_id = t.session_id WHERE t.queue_id = q.queue_id) AS readers_running, (SELECT count(*) FROM sb_messages m WHERE m.queue_id = q.queue_id AND m.status = 1) AS queued, (SELECT count(*) FROM sb_consumed c JOIN sb_messages m ON m.queuing_order = c.queuing_order WHERE m.queue_id = q.queue_id) AS marked, (SELECT count(*) FROM sb_group_locks l JOIN sb_groups g ON g.group_id = l.group_id JOIN sb_messages m ON m.group_key = g.group_key WHERE l.queue_id = q.queue_id AND m.status = 1 AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order)) AS locked, (SELECT m.enqueued_at FROM sb_messages m WHERE m.queue_id = q.queue_id AND m.status = 1 AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order) ORDER BY m.queuing_order LIMIT 1) AS oldest_enqueue_time, (SELECT count(*) FROM sb_messages m WHERE m.queue_id = q.queue_id AND m.status = 0) AS retained_received, coalesce(k.received, 0) AS received, coalesce(k.removed, 0) AS removed FROM sb_queues q LEFT JOIN sb_queue_counters k ON k.queue_id = q.queue_id );
 
 -- view routes
 CREATE VIEW routes AS SELECT name, service_name AS remote_service_name, broker_instance, address, expires_at AS lifetime FROM sb_routes;
