@@ -14,7 +14,7 @@ every backend):
 from __future__ import annotations
 
 import pytest
-from support.helpers import begin_and_send, bodies
+from support.helpers import begin_and_send, bodies, send
 
 import sbroker
 from sbroker import Broker
@@ -87,7 +87,7 @@ def _message_keys(broker: Broker) -> dict[str, int]:
 def test_a_group_keeps_its_number_and_a_moved_conversation_s_messages_follow_it(
         pair: Broker) -> None:
     begin_and_send(pair, "a")
-    begin_and_send(pair, "b1", "b2")
+    b_initiator = begin_and_send(pair, "b1", "b2")
     a, b, _ = pair.peek("TargetQueue")
     before = _groups(pair)
     with pair.transaction() as tx:
@@ -95,8 +95,13 @@ def test_a_group_keeps_its_number_and_a_moved_conversation_s_messages_follow_it(
     after = _groups(pair)
     assert b.conversation_group_id in before and b.conversation_group_id not in after
     assert after == {g: k for g, k in before.items() if g != b.conversation_group_id}
-    assert _message_keys(pair)[b.conversation_handle] == before[a.conversation_group_id]
+    a_key = before[a.conversation_group_id]
+    assert _message_keys(pair)[b.conversation_handle] == a_key
+    send(pair, b_initiator, "b3")  # numbered by the moved endpoint's group
+    with pair.db.connection() as conn:
+        assert conn.execute("SELECT DISTINCT group_key FROM sb_messages").fetchall() == [
+            (a_key,)]
     assert {m.conversation_group_id for m in pair.peek("TargetQueue")} == {
         a.conversation_group_id}
     with pair.transaction() as tx:
-        assert bodies(tx.receive("TargetQueue")) == ["a", "b1", "b2"]
+        assert bodies(tx.receive("TargetQueue")) == ["a", "b1", "b2", "b3"]

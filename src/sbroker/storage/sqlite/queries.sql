@@ -296,9 +296,12 @@ INSERT INTO sb_endpoints(handle, conversation_id, is_initiator, group_id, queue_
 UPDATE sb_endpoints SET state = ?, send_seq = ?, receive_seq = ? WHERE handle = ?
 
 -- name: insert_message
+-- The group's number is the receiving endpoint's (conv_order, ?4): a lookup by rowid, not by
+-- the group's UUID (?2, which the row carries for other backends).
 INSERT INTO sb_messages(queue_id, group_key, handle, conv_order, msn, status, priority,
     is_timer, message_type, validation, body, message_id, service, contract, enqueued_at)
-VALUES (?, (SELECT group_key FROM sb_groups WHERE group_id = ?), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+VALUES (?1, (SELECT group_key FROM sb_endpoints WHERE conv_order = ?4),
+    ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
 
 -- name: delete_endpoint_transmissions
 DELETE FROM sb_transmission_queue WHERE handle = ?
@@ -374,7 +377,7 @@ UPDATE sb_endpoints SET send_seq = ? WHERE conv_order = ?
 -- handle, peer rowid, catalog version. The caller then runs bump_send_seq.
 INSERT INTO sb_messages(queue_id, group_key, handle, conv_order, msn, status, priority,
     is_timer, message_type, validation, body, message_id, service, contract, enqueued_at)
-SELECT p.queue_id, (SELECT group_key FROM sb_groups WHERE group_id = p.group_id), p.handle, p.conv_order, s.send_seq, 1, p.priority, 0, ?, ?, ?,
+SELECT p.queue_id, p.group_key, p.handle, p.conv_order, s.send_seq, 1, p.priority, 0, ?, ?, ?,
     ?, p.service, p.contract, ?
 FROM sb_endpoints s, sb_endpoints p
 WHERE s.conv_order = ? AND s.handle = ? AND p.conv_order = ? AND s.state = 'CO'
@@ -769,7 +772,7 @@ WHERE sb_endpoints.handle = json_extract(j.value, '$[0]')
 INSERT INTO sb_messages(queue_id, group_key, handle, conv_order, msn, status, priority,
     is_timer, message_type, validation, body, message_id, service, contract, enqueued_at)
 SELECT json_extract(j.value, '$[0]'),
-    (SELECT group_key FROM sb_groups WHERE group_id = json_extract(j.value, '$[1]')),
+    (SELECT group_key FROM sb_endpoints WHERE conv_order = json_extract(j.value, '$[3]')),
     json_extract(j.value, '$[2]'), json_extract(j.value, '$[3]'),
     json_extract(j.value, '$[4]'), json_extract(j.value, '$[5]'),
     json_extract(j.value, '$[6]'), json_extract(j.value, '$[7]'),

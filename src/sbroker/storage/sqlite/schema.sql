@@ -68,7 +68,7 @@ CREATE TABLE sb_contract_message_types ( contract TEXT NOT NULL REFERENCES sb_co
 CREATE TABLE sb_contracts (name TEXT PRIMARY KEY);
 
 -- table sb_endpoints
-CREATE TABLE sb_endpoints ( conv_order INTEGER PRIMARY KEY, handle TEXT NOT NULL UNIQUE, conversation_id TEXT NOT NULL, is_initiator INTEGER NOT NULL, group_id TEXT NOT NULL, queue_id INTEGER NOT NULL, service TEXT NOT NULL, far_service TEXT NOT NULL, far_broker_instance TEXT, contract TEXT NOT NULL, state TEXT NOT NULL, priority INTEGER NOT NULL, send_seq INTEGER NOT NULL DEFAULT 0, -- next message_sequence_number to send receive_seq INTEGER NOT NULL DEFAULT 0, -- next message_sequence_number expected lifetime_expires REAL NOT NULL, timer_at REAL, created_at REAL NOT NULL, closed_at REAL, delete_after REAL, encryption INTEGER NOT NULL DEFAULT 1, UNIQUE (conversation_id, is_initiator) );
+CREATE TABLE sb_endpoints ( conv_order INTEGER PRIMARY KEY, handle TEXT NOT NULL UNIQUE, conversation_id TEXT NOT NULL, is_initiator INTEGER NOT NULL, group_id TEXT NOT NULL, queue_id INTEGER NOT NULL, service TEXT NOT NULL, far_service TEXT NOT NULL, far_broker_instance TEXT, contract TEXT NOT NULL, state TEXT NOT NULL, priority INTEGER NOT NULL, send_seq INTEGER NOT NULL DEFAULT 0, -- next message_sequence_number to send receive_seq INTEGER NOT NULL DEFAULT 0, -- next message_sequence_number expected lifetime_expires REAL NOT NULL, timer_at REAL, created_at REAL NOT NULL, closed_at REAL, delete_after REAL, encryption INTEGER NOT NULL DEFAULT 1, group_key INTEGER, UNIQUE (conversation_id, is_initiator) );
 
 -- table sb_event_notifications
 CREATE TABLE sb_event_notifications ( name TEXT PRIMARY KEY, queue_id INTEGER NOT NULL REFERENCES sb_queues(queue_id), event TEXT NOT NULL, to_service TEXT NOT NULL, broker_instance TEXT );
@@ -140,10 +140,10 @@ CREATE TABLE sb_transmission_queue ( tq_id INTEGER PRIMARY KEY, handle TEXT NOT 
 CREATE TRIGGER sb_endpoints_group_gone AFTER DELETE ON sb_endpoints BEGIN DELETE FROM sb_groups WHERE group_id = old.group_id AND NOT EXISTS (SELECT 1 FROM sb_endpoints e WHERE e.group_id = old.group_id) AND NOT EXISTS (SELECT 1 FROM sb_messages m WHERE m.group_key = sb_groups.group_key); END;
 
 -- trigger sb_endpoints_group_moved
-CREATE TRIGGER sb_endpoints_group_moved AFTER UPDATE OF group_id ON sb_endpoints BEGIN INSERT OR IGNORE INTO sb_groups(group_id) VALUES (new.group_id); DELETE FROM sb_groups WHERE group_id = old.group_id AND NOT EXISTS (SELECT 1 FROM sb_endpoints e WHERE e.group_id = old.group_id) AND NOT EXISTS (SELECT 1 FROM sb_messages m WHERE m.group_key = sb_groups.group_key); END;
+CREATE TRIGGER sb_endpoints_group_moved AFTER UPDATE OF group_id ON sb_endpoints BEGIN INSERT OR IGNORE INTO sb_groups(group_id) VALUES (new.group_id); UPDATE sb_endpoints SET group_key = (SELECT group_key FROM sb_groups WHERE group_id = new.group_id) WHERE conv_order = new.conv_order; DELETE FROM sb_groups WHERE group_id = old.group_id AND NOT EXISTS (SELECT 1 FROM sb_endpoints e WHERE e.group_id = old.group_id) AND NOT EXISTS (SELECT 1 FROM sb_messages m WHERE m.group_key = sb_groups.group_key); END;
 
 -- trigger sb_endpoints_group_named
-CREATE TRIGGER sb_endpoints_group_named AFTER INSERT ON sb_endpoints BEGIN INSERT OR IGNORE INTO sb_groups(group_id) VALUES (new.group_id); END;
+CREATE TRIGGER sb_endpoints_group_named AFTER INSERT ON sb_endpoints BEGIN INSERT OR IGNORE INTO sb_groups(group_id) VALUES (new.group_id); UPDATE sb_endpoints SET group_key = (SELECT group_key FROM sb_groups WHERE group_id = new.group_id) WHERE conv_order = new.conv_order; END;
 
 -- trigger sb_messages_group_moved
 CREATE TRIGGER sb_messages_group_moved AFTER UPDATE OF group_key ON sb_messages BEGIN DELETE FROM sb_groups WHERE group_key = old.group_key AND NOT EXISTS (SELECT 1 FROM sb_endpoints e WHERE e.group_id = sb_groups.group_id) AND NOT EXISTS (SELECT 1 FROM sb_messages m WHERE m.group_key = old.group_key); END;

@@ -7,7 +7,9 @@
 -- 68,202 with the integer (median of 3; `python -m bench.floor` shows the engine's own).
 --
 -- A group is numbered when an endpoint first names it (insert, or MOVE CONVERSATION; by the
--- triggers below) and its row goes when no endpoint and no message names it any more. Only
+-- triggers below), which then keeps the number beside the UUID (sb_endpoints.group_key), so
+-- a send finds it with the endpoint's row, without a search by UUID. The group's row goes
+-- when no endpoint and no message names it any more. Only
 -- queue rows hold a number (locks and the engine hold the UUID), so a number given again
 -- after that names nothing else: no AUTOINCREMENT, whose bookkeeping would cost every new
 -- dialog a write.
@@ -17,6 +19,9 @@ CREATE TABLE sb_groups (
 );
 INSERT OR IGNORE INTO sb_groups(group_id) SELECT group_id FROM sb_endpoints ORDER BY conv_order;
 INSERT OR IGNORE INTO sb_groups(group_id) SELECT group_id FROM sb_messages ORDER BY queuing_order;
+ALTER TABLE sb_endpoints ADD COLUMN group_key INTEGER;
+UPDATE sb_endpoints SET group_key = (SELECT g.group_key FROM sb_groups g
+                                     WHERE g.group_id = sb_endpoints.group_id);
 
 -- The queue rebuilt with group_key in group_id's place (SQLite cannot change a column's
 -- meaning in place). Positions must keep growing from the highest ever given (migration 8):
@@ -65,11 +70,17 @@ CREATE INDEX sb_messages_group
 CREATE TRIGGER sb_endpoints_group_named AFTER INSERT ON sb_endpoints
 BEGIN
     INSERT OR IGNORE INTO sb_groups(group_id) VALUES (new.group_id);
+    UPDATE sb_endpoints SET group_key = (SELECT group_key FROM sb_groups
+                                         WHERE group_id = new.group_id)
+    WHERE conv_order = new.conv_order;
 END;
 
 CREATE TRIGGER sb_endpoints_group_moved AFTER UPDATE OF group_id ON sb_endpoints
 BEGIN
     INSERT OR IGNORE INTO sb_groups(group_id) VALUES (new.group_id);
+    UPDATE sb_endpoints SET group_key = (SELECT group_key FROM sb_groups
+                                         WHERE group_id = new.group_id)
+    WHERE conv_order = new.conv_order;
     DELETE FROM sb_groups WHERE group_id = old.group_id
         AND NOT EXISTS (SELECT 1 FROM sb_endpoints e WHERE e.group_id = old.group_id)
         AND NOT EXISTS (SELECT 1 FROM sb_messages m WHERE m.group_key = sb_groups.group_key);
