@@ -7,8 +7,7 @@ from support.helpers import begin_and_send, bodies, send, table_counts
 
 from sbroker import END_DIALOG, ERROR, Broker
 
-EMPTY = {"sb_endpoints": 0, "sb_messages": 0, "sb_transmission_queue": 0, "sb_groups": 0,
-         "sb_group_locks": 0}
+EMPTY = {"sb_endpoints": 0, "sb_messages": 0, "sb_transmission_queue": 0, "sb_group_locks": 0}
 
 
 def _target_replies_and_ends(b: Broker, *, error: int | None = None) -> list[str]:

@@ -57,13 +57,9 @@ def bodies(messages: list[sbroker.Message]) -> list[str]:
 
 def table_counts(b: sbroker.Broker) -> dict[str, int]:
     """Row counts of the engine's per-conversation tables (what must not accumulate)."""
-    # Group locks are rows on SQLite, advisory locks (seen through a view) on PostgreSQL;
-    # SQLite numbers conversation groups in a table of their own, PostgreSQL does not.
-    sqlite = b.dialect == "sqlite"
-    locks = "sb_group_locks" if sqlite else "sb_held_groups"
-    groups = "sb_groups" if sqlite else "(SELECT DISTINCT group_id FROM sb_endpoints) g"
+    # Group locks are rows on SQLite, advisory locks (seen through a view) on PostgreSQL.
+    locks = "sb_group_locks" if b.dialect == "sqlite" else "sb_held_groups"
     tables = {t: t for t in ("sb_endpoints", "sb_messages", "sb_transmission_queue")}
-    tables["sb_groups"] = groups
     with b.db.connection() as conn:
         return {
             name: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]

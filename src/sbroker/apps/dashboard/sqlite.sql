@@ -29,8 +29,8 @@ SELECT state, count(*) AS endpoints FROM conversation_endpoints GROUP BY state
 -- name: group_locks
 -- Locked conversation groups of a queue, who holds each, and how many messages wait in it.
 SELECT l.group_id AS conversation_group_id, l.owner, l.acquired_at, s.host, s.pid,
-       (SELECT count(*) FROM sb_groups g JOIN sb_messages m ON m.group_key = g.group_key
-        WHERE g.group_id = l.group_id AND m.status = 1)
+       (SELECT count(*) FROM sb_messages m WHERE m.status = 1 AND m.group_key = (
+           SELECT group_key FROM sb_endpoints e WHERE e.group_id = l.group_id LIMIT 1))
            AS messages
 FROM sb_group_locks l JOIN sb_queues q ON q.queue_id = l.queue_id
 LEFT JOIN sb_sessions s ON s.session_id = l.session_id

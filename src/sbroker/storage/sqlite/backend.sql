@@ -10,10 +10,10 @@
 -- receive_take_next). Params: queue, queue, owner, received orders, groups, limit.
 SELECT m.status, m.priority, m.queuing_order, g.group_id, m.handle, m.msn, m.service,
     m.contract, m.message_type, m.validation, m.body, m.message_id, m.enqueued_at
-FROM sb_groups g CROSS JOIN sb_messages m ON m.group_key = g.group_key
-WHERE g.group_key = (
-        SELECT n.group_key FROM sb_messages n CROSS JOIN sb_groups k
-            ON k.group_key = n.group_key
+FROM sb_messages m CROSS JOIN sb_endpoints g ON g.conv_order = m.conv_order
+WHERE m.group_key = (
+        SELECT n.group_key FROM sb_messages n CROSS JOIN sb_endpoints k
+            ON k.conv_order = n.conv_order
         WHERE n.queue_id = ? AND n.status = 1
             AND NOT EXISTS (SELECT 1 FROM sb_stream_sources s WHERE s.queue_id = ?
                             AND s.session_id IS NOT NULL)

@@ -35,7 +35,7 @@ INSERT INTO sb_meta(key, value) VALUES ('broker_instance', ?), ('catalog_version
 -- of held groups (a backlog, or this transaction's earlier groups) cost no Python loop.
 -- None either on a queue a live stream reads.
 -- Params: queue, queue, queue, owner, received orders (JSON), groups held in memory (JSON).
-SELECT g.group_id FROM sb_messages m CROSS JOIN sb_groups g ON g.group_key = m.group_key
+SELECT g.group_id FROM sb_messages m CROSS JOIN sb_endpoints g ON g.conv_order = m.conv_order
 WHERE m.queue_id = ? AND m.status = 1
     AND NOT EXISTS (SELECT 1 FROM sb_stream_sources s WHERE s.queue_id = ?
                     AND s.session_id IS NOT NULL)
@@ -47,21 +47,23 @@ ORDER BY m.priority DESC, m.queuing_order LIMIT 1
 
 -- name: receive_fetch
 -- A locked group's ready rows in RECEIVE order (the Message fields). Params: group, limit.
-SELECT m.status, m.priority, m.queuing_order, g.group_id, m.handle, m.msn, m.service,
+SELECT m.status, m.priority, m.queuing_order, ?1, m.handle, m.msn, m.service,
     m.contract, m.message_type, m.validation, m.body, m.message_id, m.enqueued_at
-FROM sb_groups g CROSS JOIN sb_messages m ON m.group_key = g.group_key
-WHERE g.group_id = ? AND m.status = 1
+FROM sb_messages m
+WHERE m.group_key = (SELECT group_key FROM sb_endpoints WHERE group_id = ?1 LIMIT 1)
+    AND m.status = 1
     AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order)
-ORDER BY m.priority DESC, m.conv_order, m.is_timer DESC, m.msn LIMIT ?
+ORDER BY m.priority DESC, m.conv_order, m.is_timer DESC, m.msn LIMIT ?2
 
 -- name: receive_fetch_handle
 -- The same, for one conversation of the group. Params: group, handle, limit.
-SELECT m.status, m.priority, m.queuing_order, g.group_id, m.handle, m.msn, m.service,
+SELECT m.status, m.priority, m.queuing_order, ?1, m.handle, m.msn, m.service,
     m.contract, m.message_type, m.validation, m.body, m.message_id, m.enqueued_at
-FROM sb_groups g CROSS JOIN sb_messages m ON m.group_key = g.group_key
-WHERE g.group_id = ? AND m.status = 1 AND m.handle = ?
+FROM sb_messages m
+WHERE m.group_key = (SELECT group_key FROM sb_endpoints WHERE group_id = ?1 LIMIT 1)
+    AND m.status = 1 AND m.handle = ?2
     AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order)
-ORDER BY m.priority DESC, m.conv_order, m.is_timer DESC, m.msn LIMIT ?
+ORDER BY m.priority DESC, m.conv_order, m.is_timer DESC, m.msn LIMIT ?3
 
 -- name: receive_take_next
 -- The common RECEIVE in one statement: nothing received yet in this transaction and no
@@ -70,10 +72,10 @@ ORDER BY m.priority DESC, m.conv_order, m.is_timer DESC, m.msn LIMIT ?
 -- Params: queue, queue, owner, limit.
 SELECT m.status, m.priority, m.queuing_order, g.group_id, m.handle, m.msn, m.service,
     m.contract, m.message_type, m.validation, m.body, m.message_id, m.enqueued_at
-FROM sb_groups g CROSS JOIN sb_messages m ON m.group_key = g.group_key
-WHERE g.group_key = (
-        SELECT n.group_key FROM sb_messages n CROSS JOIN sb_groups k
-            ON k.group_key = n.group_key
+FROM sb_messages m CROSS JOIN sb_endpoints g ON g.conv_order = m.conv_order
+WHERE m.group_key = (
+        SELECT n.group_key FROM sb_messages n CROSS JOIN sb_endpoints k
+            ON k.conv_order = n.conv_order
         WHERE n.queue_id = ? AND n.status = 1
             AND NOT EXISTS (SELECT 1 FROM sb_stream_sources s WHERE s.queue_id = ?
                             AND s.session_id IS NOT NULL)
@@ -104,20 +106,20 @@ SELECT 1 FROM sb_group_locks WHERE queue_id = ? AND owner != ? LIMIT 1
 SELECT EXISTS(SELECT 1 FROM sb_messages m WHERE m.queue_id = ? AND m.status = 1
         AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order)
         AND NOT EXISTS (SELECT 1 FROM sb_group_locks l
-                        WHERE l.group_id = (SELECT group_id FROM sb_groups
-                                            WHERE group_key = m.group_key)
+                        WHERE l.group_id = (SELECT group_id FROM sb_endpoints
+                                            WHERE conv_order = m.conv_order)
                         AND l.owner != ?)),
     EXISTS(SELECT 1 FROM sb_group_locks WHERE queue_id = ? AND owner != ?)
 
 -- name: probe_group
 -- (ready rows in the group, the group held by another transaction). Params: group, group, owner.
-SELECT EXISTS(SELECT 1 FROM sb_messages m WHERE group_key = (SELECT group_key FROM sb_groups WHERE group_id = ?)
+SELECT EXISTS(SELECT 1 FROM sb_messages m WHERE group_key = (SELECT group_key FROM sb_endpoints WHERE group_id = ? LIMIT 1)
         AND status = 1 AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order)),
     EXISTS(SELECT 1 FROM sb_group_locks WHERE group_id = ? AND owner != ?)
 
 -- name: probe_group_handle
 -- The same for one conversation. Params: group, handle, group, owner.
-SELECT EXISTS(SELECT 1 FROM sb_messages m WHERE group_key = (SELECT group_key FROM sb_groups WHERE group_id = ?)
+SELECT EXISTS(SELECT 1 FROM sb_messages m WHERE group_key = (SELECT group_key FROM sb_endpoints WHERE group_id = ? LIMIT 1)
         AND status = 1 AND handle = ? AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order)),
     EXISTS(SELECT 1 FROM sb_group_locks WHERE group_id = ? AND owner != ?)
 
@@ -316,13 +318,13 @@ INSERT INTO sb_queue_counters(queue_id, received, removed)
 SELECT ?, count(*) FILTER (WHERE status = 0 OR c.queuing_order IS NOT NULL),
     count(*) FILTER (WHERE status = 1 AND c.queuing_order IS NULL)
 FROM sb_messages m LEFT JOIN sb_consumed c ON c.queuing_order = m.queuing_order
-WHERE m.group_key = (SELECT group_key FROM sb_groups WHERE group_id = ?) AND m.handle = ?
+WHERE m.group_key = (SELECT group_key FROM sb_endpoints WHERE group_id = ? LIMIT 1) AND m.handle = ?
     AND m.status IN (0, 1)
 ON CONFLICT(queue_id) DO UPDATE SET received = received + excluded.received,
     removed = removed + excluded.removed
 
 -- name: delete_conversation_messages
-DELETE FROM sb_messages WHERE group_key = (SELECT group_key FROM sb_groups WHERE group_id = ?) AND handle = ?
+DELETE FROM sb_messages WHERE group_key = (SELECT group_key FROM sb_endpoints WHERE group_id = ? LIMIT 1) AND handle = ?
 
 -- name: sender
 -- SEND at commit, one read: the sender, whether it has messages waiting in the transmission
@@ -407,7 +409,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 
 -- name: last_inbound_msn
 -- The highest sequence number queued for the conversation. Params: group, handle.
-SELECT max(msn) FROM sb_messages m WHERE group_key = (SELECT group_key FROM sb_groups WHERE group_id = ?)
+SELECT max(msn) FROM sb_messages m WHERE group_key = (SELECT group_key FROM sb_endpoints WHERE group_id = ? LIMIT 1)
     AND handle = ? AND status != 3
     AND is_timer = 0
     AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order)
@@ -432,9 +434,9 @@ UPDATE sb_endpoints SET timer_at = ? WHERE handle = ?
 UPDATE sb_endpoints SET group_id = ? WHERE handle = ?
 
 -- name: move_messages
--- Params: new group, old group, handle.
-UPDATE sb_messages SET group_key = (SELECT group_key FROM sb_groups WHERE group_id = ?)
-WHERE group_key = (SELECT group_key FROM sb_groups WHERE group_id = ?) AND handle = ?
+-- Already done: on SQLite the trigger sb_endpoints_group_moved (migration 10) moved the
+-- conversation's queue rows with move_endpoint. Params: new group, old group, handle.
+SELECT ?, ?, ? WHERE 0
 
 -- name: delete_pending_transmissions
 DELETE FROM sb_transmission_queue WHERE handle = ?
@@ -494,7 +496,7 @@ SELECT queue_id FROM sb_endpoints WHERE group_id = ? LIMIT 1
 -- offset.
 SELECT m.status, m.priority, m.queuing_order, g.group_id, m.handle, m.msn, m.service,
     m.contract, m.message_type, m.validation, m.body, m.message_id, m.enqueued_at
-FROM sb_messages m CROSS JOIN sb_groups g ON g.group_key = m.group_key
+FROM sb_messages m CROSS JOIN sb_endpoints g ON g.conv_order = m.conv_order
 WHERE m.queue_id = ?
     AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order)
 ORDER BY m.priority DESC, m.queuing_order LIMIT ? OFFSET ?
@@ -591,7 +593,7 @@ SELECT EXISTS (SELECT 1 FROM sb_messages m WHERE m.queue_id = ?1 AND m.status = 
         AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order)),
     EXISTS (SELECT 1 FROM sb_messages m WHERE m.queue_id = ?1 AND m.status = 1
         AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order)
-        AND (SELECT group_id FROM sb_groups g WHERE g.group_key = m.group_key) NOT IN (
+        AND (SELECT group_id FROM sb_endpoints g WHERE g.conv_order = m.conv_order) NOT IN (
             SELECT group_id FROM sb_group_locks UNION ALL SELECT value FROM json_each(?2)))
 
 -- name: save_activated_task
@@ -794,14 +796,14 @@ WITH RECURSIVE g(id) AS (
     SELECT (SELECT min(group_key) FROM sb_messages WHERE group_key > g.id)
     FROM g WHERE g.id IS NOT NULL
 )
-SELECT k.group_id, m.priority, m.queuing_order, e.conversation_id
-FROM g JOIN sb_groups k ON k.group_key = g.id JOIN sb_messages m ON m.queuing_order = (
+SELECT e.group_id, m.priority, m.queuing_order, e.conversation_id
+FROM g JOIN sb_messages m ON m.queuing_order = (
     SELECT queuing_order FROM sb_messages s WHERE group_key = g.id AND status = 1
         AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = s.queuing_order)
     ORDER BY priority DESC, conv_order, is_timer DESC, msn LIMIT 1)
 JOIN sb_endpoints e ON e.handle = m.handle
 WHERE g.id IS NOT NULL AND m.queue_id = ?
-    AND NOT EXISTS (SELECT 1 FROM sb_group_locks l WHERE l.group_id = k.group_id)
+    AND NOT EXISTS (SELECT 1 FROM sb_group_locks l WHERE l.group_id = e.group_id)
 
 -- name: view_dm_broker_sessions
 SELECT * FROM dm_broker_sessions
@@ -824,7 +826,7 @@ FROM sb_queues q
 LEFT JOIN sb_messages m ON m.queue_id = q.queue_id
     AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order)
 LEFT JOIN sb_group_locks l
-    ON l.group_id = (SELECT group_id FROM sb_groups g WHERE g.group_key = m.group_key)
+    ON l.group_id = (SELECT group_id FROM sb_endpoints g WHERE g.conv_order = m.conv_order)
 GROUP BY q.queue_id ORDER BY q.name
 
 -- ------------------------------------------------------------------------------------------
@@ -874,7 +876,7 @@ ORDER BY m.queuing_order LIMIT :limit
 -- name: level_rows
 -- One priority level's ready messages in (:after, :through], in position order: the columns
 -- of a stream row, then the position.
-SELECT m.handle, (SELECT group_id FROM sb_groups g WHERE g.group_key = m.group_key), m.msn, m.message_type, m.service, m.body, m.enqueued_at,
+SELECT m.handle, (SELECT group_id FROM sb_endpoints g WHERE g.conv_order = m.conv_order), m.msn, m.message_type, m.service, m.body, m.enqueued_at,
     m.priority, m.queuing_order FROM sb_messages m
 WHERE m.queue_id = :queue AND m.status = 1 AND m.priority = :priority
     AND m.queuing_order > :after AND m.queuing_order <= :through
@@ -892,7 +894,7 @@ ORDER BY m.queuing_order LIMIT :limit
 
 -- name: snapshot_rows
 -- level_rows for a batch read (the same here).
-SELECT m.handle, (SELECT group_id FROM sb_groups g WHERE g.group_key = m.group_key), m.msn, m.message_type, m.service, m.body, m.enqueued_at,
+SELECT m.handle, (SELECT group_id FROM sb_endpoints g WHERE g.conv_order = m.conv_order), m.msn, m.message_type, m.service, m.body, m.enqueued_at,
     m.priority, m.queuing_order FROM sb_messages m
 WHERE m.queue_id = :queue AND m.status = 1 AND m.priority = :priority
     AND m.queuing_order > :after AND m.queuing_order <= :through
