@@ -8,6 +8,9 @@ engine's own overhead and the bound the storage puts on any engine:
 - raw: one INSERT per committed transaction into a bare table (the W1 reference);
 - W1 send on sbroker's schema: per message BEGIN IMMEDIATE, the engine's statements for a SEND
   on a dialog whose local peer converses (send_direct, bump_send_seq), COMMIT;
+- the same without the two writes that keep numbers (sb_messages' AUTOINCREMENT, which
+  streams need, and bump_send_seq, the conversation's sequence numbers): a bound for any
+  change of the send short of dropping those guarantees;
 - huey's W1 (its SqliteStorage, as the suite runs it): the peer issue 22 holds W1 to, beside
   the SQL sbroker needs for the same work;
 - W1 receive on sbroker's schema: per message BEGIN IMMEDIATE, the engine's own statement that
@@ -42,6 +45,7 @@ Same durability as the engine's default (WAL, synchronous=NORMAL); median of --r
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import os
 import resource
@@ -180,14 +184,33 @@ def sbroker_w1_receive(path: Path, n: int) -> dict[str, float]:
         conn.close()
 
 
-def sbroker_w1_send(path: Path, n: int) -> dict[str, float]:
+def _without_positions_kept(conn: sqlite3.Connection) -> None:
+    """sb_messages rebuilt without AUTOINCREMENT (its indexes again): what a send would write
+    if positions could be handed out twice (streams need them not to be)."""
+    table, *indexes = [row[0] for row in conn.execute(
+        "SELECT sql FROM sqlite_schema WHERE tbl_name = 'sb_messages' AND sql IS NOT NULL"
+        " ORDER BY type = 'index'")]
+    conn.execute("PRAGMA legacy_alter_table = ON")
+    conn.execute("DROP TABLE sb_messages")
+    conn.execute(table.replace("AUTOINCREMENT", ""))
+    for index in indexes:
+        conn.execute(index)
+
+
+def sbroker_w1_send(path: Path, n: int, *, bare: bool = False) -> dict[str, float]:
     """Send n messages one per transaction with the engine's statements for a dialog whose
-    local peer converses (send_direct, then bump_send_seq), round-robin, no engine."""
+    local peer converses (send_direct, then bump_send_seq), round-robin, no engine.
+
+    ``bare``: without the two writes that keep numbers, sb_messages' AUTOINCREMENT (stream
+    positions never given twice) and bump_send_seq (the conversation's next sequence number):
+    the bound even a broker that dropped both guarantees would have."""
     from sbroker.core.messages import new_id
     from sbroker.storage.sqlite.connection import SQL
 
     _sbroker_schema(path)
     conn = connect(path, "normal")
+    if bare:
+        _without_positions_kept(conn)
     try:
         dialogs = conn.execute(
             "SELECT s.conv_order, s.handle, p.conv_order FROM sb_endpoints s JOIN sb_endpoints p"
@@ -202,7 +225,8 @@ def sbroker_w1_send(path: Path, n: int) -> dict[str, float]:
                 inserted = conn.execute(SQL.send_direct, (
                     "DEFAULT", "N", BODY, new_id(), time.time(), sender, handle, peer,
                     version)).rowcount
-                conn.execute(SQL.bump_send_seq, (sender,))
+                if not bare:
+                    conn.execute(SQL.bump_send_seq, (sender,))
                 conn.execute("COMMIT")
                 if inserted != 1:
                     raise AssertionError("the dialog was not conversing")
@@ -502,6 +526,8 @@ def main(argv: list[str] | None = None) -> int:
     measured = [
         ("raw SQLite, 1 INSERT/tx", "send", _runs(raw_insert, w1, args.runs)),
         ("W1 send, sbroker's SQL only", "send", _runs(sbroker_w1_send, w1, args.runs)),
+        ("W1 send, sbroker's SQL without its two numbering writes", "send",
+         _runs(functools.partial(sbroker_w1_send, bare=True), w1, args.runs)),
         ("W1 send, huey (its whole enqueue)", "send", huey),
         ("W1 receive, sbroker's SQL only", "receive", _runs(sbroker_w1_receive, w1, args.runs)),
         ("W1 receive, huey (its whole dequeue)", "receive", huey),
@@ -551,6 +577,10 @@ def main(argv: list[str] | None = None) -> int:
         peer = medians[f"W1 {kind}, huey (its whole {verb})"]
         console.print(f"  W1 {kind}, sbroker's SQL only / huey: {ours / peer:.2f} (issue 22's"
                       " target for the whole engine: >= 0.90; the SQL alone sets its bound)")
+    bare = medians["W1 send, sbroker's SQL without its two numbering writes"]
+    console.print(f"  W1 send, sbroker's SQL without its two numbering writes / huey:"
+                  f" {bare / medians['W1 send, huey (its whole enqueue)']:.2f} (no Python"
+                  " engine around it)")
     w2_send = medians["W2 send, sbroker's SQL only"]
     console.print(f"  W2 send, sbroker's SQL only: {w2_send:,.0f} msgs/s (issue 22's target for"
                   " the whole engine: >= 100,000)")
