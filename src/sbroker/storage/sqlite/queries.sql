@@ -113,14 +113,19 @@ SELECT EXISTS(SELECT 1 FROM sb_messages m WHERE m.queue_id = ? AND m.status = 1
 
 -- name: probe_group
 -- (ready rows in the group, the group held by another transaction). Params: group, group, owner.
-SELECT EXISTS(SELECT 1 FROM sb_messages m WHERE group_key = (SELECT group_key FROM sb_endpoints WHERE group_id = ? LIMIT 1)
-        AND status = 1 AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order)),
+SELECT EXISTS(SELECT 1 FROM sb_messages m
+        WHERE group_key = (SELECT group_key FROM sb_endpoints WHERE group_id = ? LIMIT 1)
+        AND status = 1
+        AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order)),
     EXISTS(SELECT 1 FROM sb_group_locks WHERE group_id = ? AND owner != ?)
 
 -- name: probe_group_handle
 -- The same for one conversation. Params: group, handle, group, owner.
-SELECT EXISTS(SELECT 1 FROM sb_messages m WHERE group_key = (SELECT group_key FROM sb_endpoints WHERE group_id = ? LIMIT 1)
-        AND status = 1 AND handle = ? AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order)),
+SELECT EXISTS(SELECT 1 FROM sb_messages m
+        WHERE group_key = (SELECT group_key FROM sb_endpoints WHERE group_id = ? LIMIT 1)
+        AND status = 1
+        AND handle = ?
+        AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order)),
     EXISTS(SELECT 1 FROM sb_group_locks WHERE group_id = ? AND owner != ?)
 
 -- ---------------------------------------------------------------------------------------
@@ -318,13 +323,14 @@ INSERT INTO sb_queue_counters(queue_id, received, removed)
 SELECT ?, count(*) FILTER (WHERE status = 0 OR c.queuing_order IS NOT NULL),
     count(*) FILTER (WHERE status = 1 AND c.queuing_order IS NULL)
 FROM sb_messages m LEFT JOIN sb_consumed c ON c.queuing_order = m.queuing_order
-WHERE m.group_key = (SELECT group_key FROM sb_endpoints WHERE group_id = ? LIMIT 1) AND m.handle = ?
-    AND m.status IN (0, 1)
+WHERE m.group_key = (SELECT group_key FROM sb_endpoints WHERE group_id = ? LIMIT 1)
+    AND m.handle = ? AND m.status IN (0, 1)
 ON CONFLICT(queue_id) DO UPDATE SET received = received + excluded.received,
     removed = removed + excluded.removed
 
 -- name: delete_conversation_messages
-DELETE FROM sb_messages WHERE group_key = (SELECT group_key FROM sb_endpoints WHERE group_id = ? LIMIT 1) AND handle = ?
+DELETE FROM sb_messages
+WHERE group_key = (SELECT group_key FROM sb_endpoints WHERE group_id = ? LIMIT 1) AND handle = ?
 
 -- name: sender
 -- SEND at commit, one read: the sender, whether it has messages waiting in the transmission
@@ -409,8 +415,9 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 
 -- name: last_inbound_msn
 -- The highest sequence number queued for the conversation. Params: group, handle.
-SELECT max(msn) FROM sb_messages m WHERE group_key = (SELECT group_key FROM sb_endpoints WHERE group_id = ? LIMIT 1)
-    AND handle = ? AND status != 3
+SELECT max(msn) FROM sb_messages m
+WHERE group_key = (SELECT group_key FROM sb_endpoints WHERE group_id = ? LIMIT 1) AND handle = ?
+    AND status != 3
     AND is_timer = 0
     AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order)
 
@@ -876,7 +883,8 @@ ORDER BY m.queuing_order LIMIT :limit
 -- name: level_rows
 -- One priority level's ready messages in (:after, :through], in position order: the columns
 -- of a stream row, then the position.
-SELECT m.handle, (SELECT group_id FROM sb_endpoints g WHERE g.conv_order = m.conv_order), m.msn, m.message_type, m.service, m.body, m.enqueued_at,
+SELECT m.handle, (SELECT group_id FROM sb_endpoints g WHERE g.conv_order = m.conv_order),
+    m.msn, m.message_type, m.service, m.body, m.enqueued_at,
     m.priority, m.queuing_order FROM sb_messages m
 WHERE m.queue_id = :queue AND m.status = 1 AND m.priority = :priority
     AND m.queuing_order > :after AND m.queuing_order <= :through
@@ -894,7 +902,8 @@ ORDER BY m.queuing_order LIMIT :limit
 
 -- name: snapshot_rows
 -- level_rows for a batch read (the same here).
-SELECT m.handle, (SELECT group_id FROM sb_endpoints g WHERE g.conv_order = m.conv_order), m.msn, m.message_type, m.service, m.body, m.enqueued_at,
+SELECT m.handle, (SELECT group_id FROM sb_endpoints g WHERE g.conv_order = m.conv_order),
+    m.msn, m.message_type, m.service, m.body, m.enqueued_at,
     m.priority, m.queuing_order FROM sb_messages m
 WHERE m.queue_id = :queue AND m.status = 1 AND m.priority = :priority
     AND m.queuing_order > :after AND m.queuing_order <= :through
