@@ -1,13 +1,19 @@
 """The SQLite change feed looks often while the database changes and backs off while it does
 not, so that a waiting reader does not cost a busy loop; a change brings it back at once.
 Subscribers with a minimum interval are told at most that often, and never miss the last
-change."""
+change.  Between waits the poller keeps its thread and connection a while, without looking."""
 
 from __future__ import annotations
 
+import queue
 import threading
 
-from sbroker.storage.sqlite.changefeed import POLL_MAX_SECONDS, POLL_SECONDS, DataVersionFeed
+from sbroker.storage.sqlite.changefeed import (
+    LINGER_SECONDS,
+    POLL_MAX_SECONDS,
+    POLL_SECONDS,
+    DataVersionFeed,
+)
 
 
 class _Versions:
@@ -63,4 +69,77 @@ def test_a_subscriber_with_an_interval_is_told_of_a_change_once_the_interval_pas
     feed._changed()  # two changes in a row: the slow one is told once
     feed._changed()
     assert told == ["slow", "fast", "fast"]
+    feed.close()
+
+
+class _Live:
+    """A stand-in connection whose data_version is whatever the test set last."""
+
+    def __init__(self) -> None:
+        self.version = 1
+
+    def execute(self, sql: str) -> _Live:
+        assert sql == "PRAGMA data_version"
+        return self
+
+    def fetchone(self) -> tuple[int]:
+        return (self.version,)
+
+    def close(self) -> None:
+        pass
+
+
+class _Stepper:
+    """The poller's pause, one step at a time: ``pauses`` gets each pause's length, and the
+    poller waits there until the test lets it go (``step``)."""
+
+    def __init__(self) -> None:
+        self.pauses: queue.Queue[float] = queue.Queue()
+        self.go: queue.Queue[None] = queue.Queue()
+
+    def pause(self, seconds: float) -> None:
+        self.pauses.put(seconds)
+        self.go.get(timeout=10)
+
+    def step(self) -> float:
+        """Let the poller look once; the length of the pause it takes next."""
+        self.go.put(None)
+        return self.pauses.get(timeout=10)
+
+
+def test_between_watchers_the_poller_stays_a_while_looking_slowly_and_telling_nobody(
+) -> None:
+    live, connects, told, clock = _Live(), [], [], [0.0]
+
+    def connect() -> _Live:
+        connects.append(1)
+        return live
+
+    feed = DataVersionFeed(connect)  # type: ignore[arg-type]
+    stepper = _Stepper()
+    feed.pause, feed.now = stepper.pause, lambda: clock[0]
+    feed.subscribe(lambda: told.append(live.version))
+    with feed.watch():
+        assert stepper.pauses.get(timeout=10) == POLL_SECONDS
+        live.version = 2
+        assert stepper.step() == POLL_SECONDS  # a change, told
+        assert told == [2]
+    thread = feed._thread
+    assert stepper.step() == POLL_MAX_SECONDS  # nobody watches: it looks every 16 ms
+    live.version = 3
+    assert stepper.step() == POLL_MAX_SECONDS
+    assert told == [2]  # a change while nobody watched is noted, not told
+    clock[0] += LINGER_SECONDS / 2
+    with feed.watch():  # the next watcher: the same thread and connection
+        assert stepper.step() == POLL_MAX_SECONDS  # nothing new since it last looked
+        live.version = 4
+        assert stepper.step() == POLL_SECONDS
+        assert told == [2, 4]
+    assert feed._thread is thread and connects == [1]
+    assert stepper.step() == POLL_MAX_SECONDS
+    clock[0] += LINGER_SECONDS
+    stepper.go.put(None)  # nobody came back for LINGER_SECONDS: it ends
+    assert thread is not None
+    thread.join(10)
+    assert not thread.is_alive() and feed._thread is None
     feed.close()
