@@ -14,9 +14,15 @@ raw peer does the same on its table.  Printed, per phase:
   and planning), top-level statements marked; nested ones (inside functions) are part of
   their caller's; and the peer's top-level statements' time per transaction.
 
+- the CPU time per transaction of the client (the thread that runs the transactions) and of
+  the server (every process of it: parsing, planning, executing, committing), medians of
+  ``--runs``.  On one machine the two take turns: a transaction's wall time is about their
+  sum.
+
 The server's execution of sbroker's top-level statements against the peer's whole
 transaction says how far the statements alone can go: when they already take the peer's
-time, no Python makes up for it.  Durability "normal" (synchronous_commit=off), fsync=on.
+time, no Python makes up for it.  The client's CPU against the peer's says what is left to
+win in Python.  Durability "normal" (synchronous_commit=off), fsync=on.
 """
 
 from __future__ import annotations
@@ -144,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     n, k = args.n - args.n % args.k, args.k
     console = Console(width=150)
     wall: dict[tuple[str, str], list[float]] = {}
+    cpu: dict[tuple[str, str], list[tuple[float, float]]] = {}
     statements: dict[str, list[tuple[Any, ...]]] = {}
     with pgserver.PostgresServer(prefix="sbroker-bench-stmts-", settings={
             "shared_preload_libraries": "pg_stat_statements",
@@ -160,14 +167,19 @@ def main(argv: list[str] | None = None) -> int:
                 try:
                     for phase, fn in (("send", send), ("receive", receive)):
                         _sql(dsn, "SELECT pg_stat_statements_reset()")
+                        client, served = time.thread_time(), server.cpu_seconds()
                         start = time.perf_counter()
                         transactions = fn(n)
                         seconds = time.perf_counter() - start
+                        client = (time.thread_time() - client) / transactions
+                        served = (server.cpu_seconds() - served) / transactions
                         wall.setdefault((system, phase), []).append(seconds / transactions)
+                        cpu.setdefault((system, phase), []).append((client, served))
                         console.print(f"run {run}/{args.runs} {system:>12} {phase:>7}:"
                                       f" {n / seconds:>9,.0f} msgs/s,"
                                       f" {seconds / transactions * 1e6:>7,.0f} µs per"
-                                      " transaction")
+                                      f" transaction; CPU µs per transaction: client"
+                                      f" {client * 1e6:,.0f}, server {served * 1e6:,.0f}")
                         if run == args.runs:
                             statements[f"{system} {phase}"] = _statements(
                                 dsn, transactions, args.top)
@@ -191,6 +203,12 @@ def main(argv: list[str] | None = None) -> int:
             table.add_row("top" if top else "  nested", f"{calls:,.1f}", f"{run_us:,.0f}",
                           f"{plan_us:,.0f}", text)
         console.print(table)
+        (ours_client, ours_server), (peer_client, peer_server) = (
+            [statistics.median(v) * 1e6 for v in zip(*cpu[(system, phase)], strict=True)]
+            for system in ("sbroker", "raw postgres"))
+        console.print(f"{phase}: CPU µs per transaction (median of {args.runs}): client"
+                      f" sbroker {ours_client:,.0f}, raw postgres {peer_client:,.0f};"
+                      f" server sbroker {ours_server:,.0f}, raw postgres {peer_server:,.0f}")
     return 0
 
 

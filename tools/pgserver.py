@@ -112,6 +112,24 @@ class PostgresServer:
     def __enter__(self) -> PostgresServer:
         return self.start()
 
+    def cpu_seconds(self) -> float:
+        """CPU seconds the server's processes have used since it started (Linux): the
+        postmaster's, its live children's, and those of the children that exited (the
+        postmaster waits for them, so theirs is in its cutime and cstime)."""
+        postmaster = int((self.dir / "data" / "postmaster.pid").read_text().split()[0])
+        ticks = 0
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue  # it exited meanwhile: its time is in the postmaster's cutime
+            pid, parent = int(stat.parent.name), int(fields[1])
+            if pid == postmaster:
+                ticks += sum(int(v) for v in fields[11:15])  # utime stime cutime cstime
+            elif parent == postmaster:
+                ticks += int(fields[11]) + int(fields[12])
+        return ticks / os.sysconf("SC_CLK_TCK")
+
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
