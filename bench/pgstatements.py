@@ -167,12 +167,12 @@ def main(argv: list[str] | None = None) -> int:
                 try:
                     for phase, fn in (("send", send), ("receive", receive)):
                         _sql(dsn, "SELECT pg_stat_statements_reset()")
-                        client, served = time.thread_time(), server.cpu_seconds()
+                        client_at, server_at = time.thread_time(), server.cpu_seconds()
                         start = time.perf_counter()
                         transactions = fn(n)
                         seconds = time.perf_counter() - start
-                        client = (time.thread_time() - client) / transactions
-                        served = (server.cpu_seconds() - served) / transactions
+                        client = (time.thread_time() - client_at) / transactions
+                        served = (server.cpu_seconds() - server_at) / transactions
                         wall.setdefault((system, phase), []).append(seconds / transactions)
                         cpu.setdefault((system, phase), []).append((client, served))
                         console.print(f"run {run}/{args.runs} {system:>12} {phase:>7}:"

@@ -40,7 +40,7 @@ class DataVersionFeed:
         self._watchers = 0
         self._thread: threading.Thread | None = None
         self._closed = False
-        self._wake = threading.Event()  # cuts the poller's pause short (close, a watcher)
+        self._wake = threading.Event()  # cuts the poller's pause short (close)
         self.pause: Callable[[float], object] = self._wake.wait  # tests may slow it down
         self.now: Callable[[], float] = time.monotonic  # and move its clock
 
@@ -57,7 +57,6 @@ class DataVersionFeed:
                 self._thread = threading.Thread(target=self._poll, name="sbroker-changefeed",
                                                 daemon=True)
                 self._thread.start()
-
         try:
             yield
         finally:
@@ -90,11 +89,12 @@ class DataVersionFeed:
                             self.now() - unwatched >= LINGER_SECONDS):
                         self._thread = None
                         return
-                if not watched:
-                    unwatched = self.now() if unwatched is None else unwatched
-                    interval = POLL_MAX_SECONDS
-                else:
+                if watched:
                     unwatched = None
+                else:
+                    if unwatched is None:
+                        unwatched = self.now()
+                    interval = POLL_MAX_SECONDS
                 self.pause(interval)
                 current = conn.execute("PRAGMA data_version").fetchone()[0]
                 if current != last and watched:
