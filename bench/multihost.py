@@ -12,6 +12,11 @@ its own database.  Every message must be received exactly once (checked).  Durab
 "normal" (synchronous_commit=off), the server with fsync=on.  Beside each figure: how many of
 the machine's CPUs were busy meanwhile (readers and server share them), hence the most that
 adding readers can give here, and the CPU time per message of each.
+
+The raw SKIP LOCKED peer (``bench/systems/postgres.py``: one row per message, a reader's
+UPDATE ... RETURNING and DELETE) does the same in the same run, on a database of its own:
+one process x one thread, then the W5 shape.  What it reaches says how far adding readers
+can go on this machine for the simplest queue on PostgreSQL (``--no-peer`` leaves it out).
 """
 
 from __future__ import annotations
@@ -26,9 +31,16 @@ import time
 from typing import Any
 
 from bench.servers import ServerPool
+from bench.systems.postgres import SCHEMA, PostgresClient
 
 CONVERSATIONS = 100
 BODY = 200
+PEER_TABLE = "w5_peer"
+
+
+def _body(i: int) -> bytes:
+    """Message ``i``: its number first (readers report what they got), padded to BODY."""
+    return f"{i:010d}".encode().ljust(BODY, b".")
 
 
 def fill(url: str, messages: int) -> None:
@@ -45,8 +57,7 @@ def fill(url: str, messages: int) -> None:
         for start in range(0, messages, 100):
             with b.transaction() as tx:
                 for i in range(start, min(start + 100, messages)):
-                    tx.send(handles[i % CONVERSATIONS], "DEFAULT",
-                            f"{i:010d}".encode().ljust(BODY, b"."))
+                    tx.send(handles[i % CONVERSATIONS], "DEFAULT", _body(i))
 
 
 def reader(url: str, threads: int, gate: Any, out: Any) -> None:
@@ -71,14 +82,57 @@ def reader(url: str, threads: int, gate: Any, out: Any) -> None:
         with lock:
             got.extend(mine)
 
-    workers = [threading.Thread(target=run) for _ in range(threads)]
+    _race([threading.Thread(target=run) for _ in range(threads)], gate, out, got)
+    b.close()
+
+
+def _race(workers: list[threading.Thread], gate: Any, out: Any, got: list[int]) -> None:
+    """Start the reader threads when every process is ready; put (received numbers, the
+    time the last thread finished)."""
     gate.wait()
     for w in workers:
         w.start()
     for w in workers:
         w.join()
     out.put((got, time.time()))
-    b.close()
+
+
+def fill_peer(dsn: str, messages: int) -> None:
+    """The raw peer's table with ``messages`` rows, inserted 100 per transaction."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(SCHEMA.format(t=PEER_TABLE))
+    client = PostgresClient(dsn, PEER_TABLE, "normal")
+    try:
+        for start in range(0, messages, 100):
+            client.send_batch([_body(i) for i in range(start, min(start + 100, messages))])
+    finally:
+        client.close()
+
+
+def peer_reader(dsn: str, threads: int, gate: Any, out: Any) -> None:
+    """:func:`reader` for the raw peer: a connection per thread, one row per receive."""
+    got: list[int] = []
+    lock = threading.Lock()
+    left = f"SELECT EXISTS (SELECT 1 FROM {PEER_TABLE} WHERE status = 'queued')"
+
+    def run(client: PostgresClient) -> None:
+        mine = []
+        while True:
+            payload = client.receive_one(0)
+            if payload is None:
+                row = client.conn.execute(left).fetchone()
+                if not (row and row[0]):
+                    break
+                continue  # the rest is locked by readers that have not deleted it yet
+            mine.append(int(payload[:10]))
+        client.close()
+        with lock:
+            got.extend(mine)
+
+    clients = [PostgresClient(dsn, PEER_TABLE, "normal") for _ in range(threads)]
+    _race([threading.Thread(target=run, args=(c,)) for c in clients], gate, out, got)
 
 
 def _cpu_ticks() -> tuple[int, int]:
@@ -88,14 +142,17 @@ def _cpu_ticks() -> tuple[int, int]:
     return sum(ticks) - ticks[3] - ticks[4], sum(ticks)  # idle and iowait are not busy
 
 
-def measure(url: str, messages: int, processes: int, threads: int) -> tuple[float, float]:
+def measure(url: str, messages: int, processes: int, threads: int, *, peer: bool = False
+            ) -> tuple[float, float]:
     """Messages per second received by ``processes`` x ``threads`` readers, and how many of
-    the machine's CPUs were busy meanwhile (the readers and the server, on one machine)."""
-    fill(url, messages)
+    the machine's CPUs were busy meanwhile (the readers and the server, on one machine).
+    ``peer``: the raw peer's readers, on the database of ``url``, instead of sbroker's."""
+    (fill_peer if peer else fill)(url, messages)
     ctx = mp.get_context("spawn")
     gate = ctx.Barrier(processes + 1)
     out = ctx.Queue()
-    procs = [ctx.Process(target=reader, args=(url, threads, gate, out))
+    procs = [ctx.Process(target=peer_reader if peer else reader,
+                         args=(url, threads, gate, out))
              for _ in range(processes)]
     for p in procs:
         p.start()
@@ -124,6 +181,10 @@ def _cpus() -> int:
         os.cpu_count() or 1)
 
 
+def _shape(processes: int, threads: int) -> str:
+    return f"{processes} x {threads}"
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m bench.multihost", description=__doc__)
     p.add_argument("--runs", type=int, default=3)
@@ -131,33 +192,42 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--baseline-messages", type=int, default=5_000)
     p.add_argument("--processes", type=int, default=4)
     p.add_argument("--threads", type=int, default=4)
+    p.add_argument("--no-peer", dest="peer", action="store_false",
+                   help="leave out the raw SKIP LOCKED peer")
     args = p.parse_args(argv)
+    systems = ["sbroker", "raw postgres"] if args.peer else ["sbroker"]
+    shapes = [(1, 1, args.baseline_messages), (args.processes, args.threads, args.messages)]
+    rates: dict[tuple[str, int], list[float]] = {}
+    busy: dict[tuple[str, int], list[float]] = {}
     pool = ServerPool()
     try:
         server: Any = pool.get("postgres")
-        w1, w5, busy1, busy5 = [], [], [], []
         for run in range(1, args.runs + 1):
-            one, cpus1 = measure(server.create_database(f"w1_{run}"), args.baseline_messages,
-                                 1, 1)
-            many, cpus5 = measure(server.create_database(f"w5_{run}"), args.messages,
-                                  args.processes, args.threads)
-            w1.append(one)
-            w5.append(many)
-            busy1.append(cpus1)
-            busy5.append(cpus5)
-            print(f"run {run}: W1 receive (1 process x 1 thread) {one:,.0f} msgs/s, {cpus1:.2f}"
-                  f" CPUs busy; W5 ({args.processes} x {args.threads}) {many:,.0f} msgs/s,"
-                  f" {cpus5:.2f} CPUs busy = {many / one:.2f}x", flush=True)
-        m1, m5 = statistics.median(w1), statistics.median(w5)
-        b1, b5 = statistics.median(busy1), statistics.median(busy5)
-        print(f"median of {args.runs}: W1 receive {m1:,.0f} msgs/s (min {min(w1):,.0f},"
-              f" max {max(w1):,.0f}); W5 {m5:,.0f} msgs/s (min {min(w5):,.0f},"
-              f" max {max(w5):,.0f}); W5 / W1 = {m5 / m1:.2f}x -> target W5 >= 2x W1:"
-              f" {'met' if m5 >= 2 * m1 else 'missed'}")
-        print(f"CPUs busy (readers and server, median): W1 {b1:.2f}, W5 {b5:.2f} of {_cpus()};"
-              f" at W1's CPU per message this machine cannot pass {_cpus() / b1:.2f}x W1;"
-              f" W5's CPU per message is {b5 / m5 * 1e6:,.0f} µs against W1's"
-              f" {b1 / m1 * 1e6:,.0f}")
+            for system in systems:
+                peer = system != "sbroker"
+                for k, (processes, threads, messages) in enumerate(shapes):
+                    url = server.create_database(f"w{5 if k else 1}_{run}{'_peer' if peer else ''}")
+                    rate, cpus = measure(url, messages, processes, threads, peer=peer)
+                    rates.setdefault((system, k), []).append(rate)
+                    busy.setdefault((system, k), []).append(cpus)
+                one, many = rates[system, 0][-1], rates[system, 1][-1]
+                print(f"run {run} {system:>12}: W1 receive (1 x 1) {one:,.0f} msgs/s,"
+                      f" {busy[system, 0][-1]:.2f} CPUs busy; W5"
+                      f" ({_shape(args.processes, args.threads)}) {many:,.0f} msgs/s,"
+                      f" {busy[system, 1][-1]:.2f} CPUs busy = {many / one:.2f}x", flush=True)
+        for system in systems:
+            w1, w5 = rates[system, 0], rates[system, 1]
+            m1, m5 = statistics.median(w1), statistics.median(w5)
+            b1, b5 = statistics.median(busy[system, 0]), statistics.median(busy[system, 1])
+            target = (f" -> target W5 >= 2x W1: {'met' if m5 >= 2 * m1 else 'missed'}"
+                      if system == "sbroker" else "")
+            print(f"{system}, median of {args.runs}: W1 receive {m1:,.0f} msgs/s (min"
+                  f" {min(w1):,.0f}, max {max(w1):,.0f}); W5 {m5:,.0f} msgs/s (min"
+                  f" {min(w5):,.0f}, max {max(w5):,.0f}); W5 / W1 = {m5 / m1:.2f}x{target}")
+            print(f"  CPUs busy (readers and server, median): W1 {b1:.2f}, W5 {b5:.2f} of"
+                  f" {_cpus()}; at W1's CPU per message this machine cannot pass"
+                  f" {_cpus() / b1:.2f}x W1; W5's CPU per message is {b5 / m5 * 1e6:,.0f} µs"
+                  f" against W1's {b1 / m1 * 1e6:,.0f}")
     finally:
         pool.close()
 
