@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import click
 
-from sbroker.broker import Broker
+from sbroker.cli.common import open_broker
 from sbroker.core.errors import BrokerError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -76,7 +76,7 @@ def dashboard(ctx: click.Context, host: str, port: int, token: str | None,
     """Serve the web dashboard, /metrics and the JSON API of the database (Ctrl-C stops)."""
     check_options(host, token)
     try:
-        broker = Broker.open(ctx.obj["db"])
+        broker = open_broker(ctx)  # a typo in --db never serves a new empty file
     except BrokerError as exc:
         click.echo(f"sbroker: error {exc.number}: {exc}", err=True)
         sys.exit(1)

@@ -61,3 +61,15 @@ def test_serve_with_the_dashboard_runs_both_in_one_process(db_path: Path) -> Non
         stop(proc)
     assert r.status_code == 200 and 'sbroker_queue_enabled{queue="Q"} 1.0' in r.text
     assert tasks.status_code == 200
+
+
+def test_the_dashboard_of_a_missing_database_is_refused_and_no_file_is_made(
+        tmp_path: Path) -> None:
+    db = tmp_path / "typo.db"
+    proc = subprocess.run([sys.executable, "-m", "sbroker.cli", "--db", str(db), "dashboard",
+                           "--port", "0"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1, proc.stdout
+    assert proc.stderr.strip() == (
+        f"sbroker: error 5120: no broker database at {db}: create it with `sbroker --db {db}"
+        " init`, or give --db (or SBROKER_DB) the path of an existing one")
+    assert list(tmp_path.iterdir()) == []
