@@ -55,6 +55,21 @@ def test_a_stage_runs_concurrently_and_reports_every_task(
     assert executor.view("conversation_endpoints") == []
 
 
+
+def test_wait_all_returns_the_results_in_the_order_the_tasks_were_sent(
+        executor: sbroker.Broker, runner: StubRunner, readers: object) -> None:
+    gate = threading.Event()
+    runner.on("SELECT 'held'", gate=gate, value={"rows": 1})
+    runner.on("SELECT 'quick'", value={"rows": 2})
+    with executor.scheduler("order") as s:
+        held = s.exec_async("SELECT 'held'")
+        quick = s.exec_async("SELECT 'quick'")
+        assert s.synchronize(timeout=60).log_id == quick  # it finished first
+        gate.set()
+        first, second = s.wait_all(timeout=60)
+    assert (first.log_id, first.value) == (held, {"rows": 1})
+    assert (second.log_id, second.value) == (quick, {"rows": 2})
+
 def test_a_failed_task_is_recorded_reported_and_the_executor_goes_on(
         executor: sbroker.Broker, runner: StubRunner, readers: object) -> None:
     runner.on("bad", error=ValueError("no such table: nope"))

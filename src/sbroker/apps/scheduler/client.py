@@ -69,6 +69,7 @@ class Scheduler:
         self._buffer: deque[TaskResult] = deque()  # received, not yet returned
         self._ended: str | None = None  # why the dialog ended under us, once it has
         self._collected: list[TaskResult] = []
+        self._sent: dict[int, int] = {}  # log id -> place in the sending order, until waited
         self._started: dict[int, dt.datetime] = {}
         self._lock = threading.Lock()
 
@@ -121,6 +122,7 @@ class Scheduler:
             tx.send(handle, schema.ASYNC_SENT,
                     json.dumps({"log_id": log_id, "task": body, "pool": self.name}))
         self._in_flight.add(log_id)
+        self._sent[log_id] = len(self._sent)
         return log_id
 
     # -- Synchronization ---------------------------------------------------------------------
@@ -136,9 +138,10 @@ class Scheduler:
         return result
 
     def wait_all(self, timeout: float | None = None) -> list[TaskResult]:
-        """Results of every task sent since the last ``wait_all``; ``TaskFailed`` if any failed,
-        ``TimeoutError`` when they are not all in after ``timeout`` seconds (the results that
-        came are kept for the next call)."""
+        """Results of every task sent since the last ``wait_all``, in the order the tasks were
+        sent (``a, b = s.wait_all()``); ``TaskFailed`` if any failed, ``TimeoutError`` when
+        they are not all in after ``timeout`` seconds (the results that came are kept for
+        the next call)."""
         clock = self.broker.clock
         deadline = None if timeout is None else clock.now() + timeout
         while self._buffer or self._in_flight:
@@ -148,7 +151,9 @@ class Scheduler:
             except TimeoutError:
                 raise TimeoutError(f"{len(self._in_flight)} task(s) of {self.name} still"
                                    f" queued or running after {timeout} s") from None
+        sent, self._sent = self._sent, {}
         results, self._collected = self._collected, []
+        results.sort(key=lambda r: sent.get(r.log_id, len(sent)))
         if any(r.status != "succeeded" for r in results):
             raise TaskFailed(results)
         return results
