@@ -1,12 +1,16 @@
 """Every code block of the README and of docs/ runs, as a reader would run it.
 
-Per page, in a fresh temporary folder and a process of its own, in the order of the page:
+Per page, in a fresh temporary folder and a process of its own, in the order of the page, and
+then once more in the same folder (a reader runs an example again: what the first run made
+must not get in its way):
 - a ```python block runs (the blocks of one page share their names, like a session);
 - a block whose first line is ``# file: NAME`` is written to NAME instead (a module of
   tasks, a pipeline file) for the blocks after it to use;
 - in a ```sh block, each line that starts with ``sbroker `` runs and must exit 0; other lines
   (``make ...``) are not run here (the Makefile's own targets are the suite itself).
-A block or an sbroker line marked ``# not run: WHY`` is skipped, and must say why. A page
+A block or an sbroker line marked ``# not run: WHY`` is skipped, and must say why; an sbroker
+line marked ``# first run only: WHY`` (a step that can be done once, like re-driving one
+record) is skipped in the second run, and must say why too. A page
 that starts Spark carries ``<!-- docs test: spark -->`` and runs with the Spark tests.
 """
 
@@ -26,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 NOT_RUN = re.compile(r"#\s*not run:\s*(.*)$")
+ONCE = re.compile(r"#\s*first run only:\s*(.*)$")
 SPARK_PAGE = "<!-- docs test: spark -->"
 
 
@@ -56,8 +61,9 @@ def blocks(page: Path) -> list[Block]:
             for m in FENCE.finditer(text)]
 
 
-def driver(page: Path) -> str:
-    """A script that runs the page's blocks in order (see the module docstring)."""
+def driver(page: Path, *, again: bool = False) -> str:
+    """A script that runs the page's blocks in order (see the module docstring); ``again``:
+    for the second run in the same folder."""
     steps: list[str] = []
     for block in blocks(page):
         where = f"{page.relative_to(ROOT)}:{block.line}"
@@ -77,6 +83,11 @@ def driver(page: Path) -> str:
                 if marker is not None:
                     assert marker.group(1).strip(), f"{where}: '# not run:' must say why"
                     continue
+                once = ONCE.search(line)
+                if once is not None:
+                    assert once.group(1).strip(), f"{where}: '# first run only:' must say why"
+                    if again:
+                        continue
                 steps.append(f"run_sh({command!r}, '{page.relative_to(ROOT)}:"
                              f"{block.line + number + 1}')")
     return textwrap.dedent("""\
@@ -109,14 +120,17 @@ def _params() -> list[object]:
 
 @pytest.mark.parametrize("page", _params())
 def test_every_code_block_of_the_page_runs(page: Path, tmp_path: Path) -> None:
-    script = tmp_path / "_page.py"
-    script.write_text(driver(page))
+    scripts = {}
+    for again in (False, True):
+        scripts[again] = tmp_path / f"_page{'_again' if again else ''}.py"
+        scripts[again].write_text(driver(page, again=again))
     (tmp_path / "examples").symlink_to(ROOT / "examples")  # pages refer to the examples
     env = dict(os.environ, PYTHONUNBUFFERED="1", SBROKER_DB="")
     env.pop("SBROKER_DB")
-    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
-                          text=True, env=env, timeout=600)
-    assert done.returncode == 0, (done.stdout[-6000:], done.stderr[-6000:])
+    for again, run in ((False, "the first time"), (True, "again, in the same folder")):
+        done = subprocess.run([sys.executable, str(scripts[again])], cwd=tmp_path,
+                              capture_output=True, text=True, env=env, timeout=600)
+        assert done.returncode == 0, (run, done.stdout[-6000:], done.stderr[-6000:])
 
 
 def test_a_block_that_is_not_run_says_why() -> None:
