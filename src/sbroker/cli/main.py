@@ -29,6 +29,7 @@ COMMAND_MODULES = (
 
 
 @click.group()
+@click.version_option(package_name="sbroker", prog_name="sbroker")
 @click.option("--db", default="sbroker.db", envvar="SBROKER_DB", show_default=True, help=DB_HELP)
 @click.pass_context
 def main(ctx: click.Context, db: str) -> None:

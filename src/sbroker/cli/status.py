@@ -14,7 +14,8 @@ from rich.table import Table
 from sbroker.cli.common import SQL_VIEWS, Broker, fail_cleanly, open_broker
 from sbroker.cli.tables import cell, print_views
 
-DM_VIEWS = ("dm_broker_queue_monitors", "dm_broker_activated_tasks", "dm_broker_connections")
+# Views the network service adds to every broker (the stored ones are SQL_VIEWS).
+SERVICE_VIEWS = ("dm_broker_connections", "dm_broker_partial_messages")
 RECENT_TASKS = 10
 
 
@@ -105,7 +106,7 @@ def _task_label(task: Any) -> str:
 @click.command("views")
 def list_views() -> None:
     """List the view names ``status`` accepts."""
-    for name in (*SQL_VIEWS, *DM_VIEWS, "ExecutionLog", "ExecutionStatus"):
+    for name in (*SQL_VIEWS, *SERVICE_VIEWS, "ExecutionLog", "ExecutionStatus"):
         click.echo(name)
 
 

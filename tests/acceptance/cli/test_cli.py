@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from sbroker.cli.main import main
 
 
-def run(db: Path, *args: str, input: str | None = None) -> tuple[int, str, str]:
+def run(db: Path | str, *args: str, input: str | None = None) -> tuple[int, str, str]:
     result = CliRunner(mix_stderr=False).invoke(main, ["--db", str(db), *args], input=input)
     return result.exit_code, result.stdout, result.stderr
 
@@ -34,6 +34,27 @@ def test_init_send_receive_status(tmp_path: Path) -> None:
     assert code == 0 and "service_queues" in out and "Svc" in out
 
 
+
+def test_views_lists_each_view_once_and_status_reads_every_one(tmp_path: Path) -> None:
+    db = tmp_path / "cli.db"
+    run(db, "init", "--queue", "Q")
+    code, out, _ = run(db, "views")
+    names = out.split()
+    assert code == 0 and len(names) == len(set(names)), names
+    assert {"queue_stats", "dm_broker_connections", "dm_broker_partial_messages"} <= set(names)
+    for name in names:  # ExecutionLog and ExecutionStatus exist once the executor is installed
+        if name not in ("ExecutionLog", "ExecutionStatus"):
+            code, out, err = run(db, "status", name)
+            assert code == 0, (name, err)
+
+
+def test_version(tmp_path: Path) -> None:
+    from importlib.metadata import version
+
+    code, out, _ = run(tmp_path / "none.db", "--version")
+    assert code == 0 and out.strip() == f"sbroker, version {version('sbroker')}"
+    assert not (tmp_path / "none.db").exists()
+
 def test_errors_are_one_line_with_a_nonzero_exit(tmp_path: Path) -> None:
     db = tmp_path / "cli.db"
     run(db, "init", "--queue", "Q")
@@ -46,6 +67,9 @@ def test_errors_are_one_line_with_a_nonzero_exit(tmp_path: Path) -> None:
     assert code == 1 and "not a valid UUID" in err
     code, _, err = run(db, "status", "no_such_view")
     assert code == 1 and "unknown view" in err
+    code, _, err = run("mysql://me@127.0.0.1/shop", "status")
+    assert code == 1 and err.strip().count("\n") == 0
+    assert "'mysql'" in err and "sqlite:///path" in err and "postgresql://" in err
     code, _, err = run(db, "init", "--service", "broken")
     assert code == 2 and "NAME:QUEUE" in err
 

@@ -36,8 +36,8 @@ def parse_target(target: str | os.PathLike[str]) -> tuple[Path, bool]:
     elif "://" in text:
         scheme = text.split("://", 1)[0]
         raise InvalidArgumentError(
-            f"unsupported database URL scheme {scheme!r}: use a file path or sqlite:///path"
-        )
+            f"unsupported database URL scheme {scheme!r}: use a file path, sqlite:///path or"
+            " postgresql://user@host/dbname")
     if not text:
         raise InvalidArgumentError("empty database path: give a file path or ':memory:'")
     return Path(text), False
