@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 
 import click
 
@@ -49,16 +48,18 @@ def init(ctx: click.Context, queues: tuple[str, ...], services: tuple[str, ...])
 @fail_cleanly
 def send(ctx: click.Context, from_service: str | None, to_service: str | None, contract: str,
          handle: str | None, message_type: str, end: bool, body: str) -> None:
-    """Send BODY (use - to read standard input); prints the conversation handle."""
+    """Send BODY (use - to send standard input's bytes exactly as they are, a final newline
+    included); prints the conversation handle."""
+    payload: str | bytes = body
     if body == "-":
-        body = sys.stdin.read()
+        payload = click.get_binary_stream("stdin").read()
     if handle is None and not (from_service and to_service):
         raise click.UsageError("give --handle, or --from and --to to begin a new dialog")
     with open_broker(ctx) as b, b.transaction() as tx:
         if handle is None:
             assert from_service and to_service
             handle = tx.begin_dialog(from_service, to_service, contract)
-        tx.send(handle, message_type, body)
+        tx.send(handle, message_type, payload)
         if end:
             tx.end_conversation(handle)
     click.echo(handle)

@@ -89,12 +89,14 @@ def _reap_replies(engine: EngineAPI, tx: Transaction, queue: str) -> None:
         for msg in msgs:
             if msg.message_type_name in (m.END_DIALOG, m.ERROR):
                 if msg.is_error:
-                    log.warning("shared dialog failed", extra={
+                    log.warning("shared dialog %s failed: error %s: %s",
+                                msg.conversation_handle, *msg.error(), extra={
                         "handle": msg.conversation_handle, "error": msg.error()})
                 tx.execute(engine.store.sql.forget_shared_dialog, (msg.conversation_handle,))
                 tx.end_conversation(msg.conversation_handle)
             else:
-                log.warning("unexpected reply on a shared dialog dropped", extra={
+                log.warning("unexpected reply of type %s on shared dialog %s dropped",
+                            msg.message_type_name, msg.conversation_handle, extra={
                     "handle": msg.conversation_handle, "type": msg.message_type_name})
 
 

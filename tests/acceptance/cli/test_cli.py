@@ -34,6 +34,18 @@ def test_init_send_receive_status(tmp_path: Path) -> None:
     assert code == 0 and "service_queues" in out and "Svc" in out
 
 
+def test_send_dash_sends_standard_input_byte_for_byte(tmp_path: Path) -> None:
+    from sbroker import Broker
+
+    db = tmp_path / "cli.db"
+    run(db, "init", "--queue", "Q", "--service", "Svc:Q:DEFAULT")
+    data = b"line one\nnot utf-8: \xff\x00\n"
+    result = CliRunner(mix_stderr=False).invoke(
+        main, ["--db", str(db), "send", "--from", "Svc", "--to", "Svc", "-"], input=data)
+    assert result.exit_code == 0, result.stderr
+    with Broker.open(db) as b:
+        assert [m.message_body for m in b.peek("Q")] == [data]
+
 
 def test_views_lists_each_view_once_and_status_reads_every_one(tmp_path: Path) -> None:
     db = tmp_path / "cli.db"

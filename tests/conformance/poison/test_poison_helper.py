@@ -64,10 +64,15 @@ def queued(broker: Broker, queue: str = "Work") -> list[str]:
     return [m.text() for m in broker.peek(queue)]
 
 
-def test_incidents_are_recorded_outside_the_rolled_back_transaction(broker: Broker) -> None:
+def test_incidents_are_recorded_outside_the_rolled_back_transaction(
+        broker: Broker, caplog: pytest.LogCaptureFixture) -> None:
     dialog(broker, "bad")
     guard = PoisonGuard(broker, "Work", threshold=3)
-    assert guard.process_one(Handler("bad"))
+    with caplog.at_level(logging.WARNING, logger="sbroker.poison"):
+        assert guard.process_one(Handler("bad"))
+    # the facts are in the line itself, for a default logging setup that drops extra=
+    [line] = [r.getMessage() for r in caplog.records]
+    assert "queue Work" in line and line.endswith(": ValueError: cannot process bad")
     assert queued(broker) == ["bad"]  # the receive rolled back
     incidents = poison.list_incidents(broker)
     assert len(incidents) == 1
@@ -86,7 +91,7 @@ def test_above_the_threshold_the_message_is_removed_and_recorded(
         assert queued(broker) == ["bad", "good"]
         assert guard.process_one(handler)  # the fourth receive takes it out
     assert queued(broker) == ["good"]
-    assert "poison message removed from the queue" in caplog.text
+    assert "poison message removed from the queue Work after 3 attempts (drop;" in caplog.text
     [record] = poison.list_messages(broker)
     assert record["state"] == "dropped" and record["policy"] == "drop"
     assert record["attempts"] == 3 and record["message_body"] is None

@@ -265,7 +265,7 @@ def test_run_command_checks_python_targets_before_running(
                             open_scheduler=local_scheduler(lambda pipeline: stub))
     assert (code, run) == (2, None)
     err = capsys.readouterr().err.strip()
-    assert err.startswith("error: ") and f"{tmp_path / 'p.toml'}:17: task 'b2'" in err
+    assert err.startswith("sbroker: error: ") and f"{tmp_path / 'p.toml'}:17: task 'b2'" in err
     assert "has no attribute 'ad'" in err
     assert stub.calls == []
 

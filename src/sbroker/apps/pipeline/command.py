@@ -141,7 +141,7 @@ def run_command(path: str | Path, params: Sequence[str] = (), *,
                 run = run_pipeline(pipeline, scheduler, observer=display if recorder is None
                                    else Observers(display, recorder))
     except PipelineError as exc:
-        print(f"error: {exc}", file=sys.stderr, flush=True)
+        print(f"sbroker: error: {exc}", file=sys.stderr, flush=True)
         return EXIT_USAGE, None
     log_file = pipeline.options.spark.log_file
     if log_file and Path(log_file).exists():

@@ -209,7 +209,8 @@ class PoisonGuard:
                 (self.queue, msg.conversation_handle, msg.message_id, msg.message_type_name,
                  error, self.broker.clock.now()),
             )
-        log.warning("message processing failed", extra={
+        log.warning("message processing failed on queue %s (conversation %s, message %s): %s",
+                    self.queue, msg.conversation_handle, msg.message_id, error, extra={
             "queue": self.queue, "conversation_handle": msg.conversation_handle,
             "message_id": msg.message_id, "error": error})
 
@@ -251,7 +252,10 @@ class PoisonGuard:
         return record_id
 
     def _after_removal(self, msg: Message, record_id: int, attempts: int) -> None:
-        log.error("poison message removed from the queue", extra={
+        log.error("poison message removed from the queue %s after %d attempts (%s; record"
+                  " %d, conversation %s, message %s)", self.queue, attempts,
+                  "+".join(p.kind for p in self.policies), record_id,
+                  msg.conversation_handle, msg.message_id, extra={
             "queue": self.queue, "conversation_handle": msg.conversation_handle,
             "message_id": msg.message_id, "record_id": record_id, "attempts": attempts,
             "policy": "+".join(p.kind for p in self.policies)})
@@ -326,7 +330,7 @@ def redrive_due(broker: BrokerAPI) -> int:
             redrive(broker, record_id)
             done += 1
         except BrokerError as exc:
-            log.error("parked message could not be re-driven", extra={
+            log.error("parked message %d could not be re-driven: %s", record_id, exc, extra={
                 "record_id": record_id, "error": str(exc)})
             with broker.transaction() as tx:
                 tx.execute(sql.redrive_failed, (str(exc), record_id))

@@ -90,7 +90,8 @@ class ExternalActivator:
                     log.info("activated process exited", extra={"queue": queue, "pid": proc.pid})
                 else:
                     self.stats.failed += 1
-                    log.error("activated process failed", extra={
+                    log.error("activated process %d for queue %s failed with exit code %s",
+                              proc.pid, queue, code, extra={
                         "queue": queue, "pid": proc.pid, "exit_code": code})
 
     def poll_once(self, timeout: float = 0) -> int:

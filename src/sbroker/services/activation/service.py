@@ -243,7 +243,8 @@ class ActivationService(ClockLoop):
         with self.lock:
             left = sorted(self._tasks)
         if left:
-            log.warning("activated procedures still running after stop",
+            log.warning("activated procedures still running after stop (%d after %g s: tasks"
+                        " %s)", len(left), self.stop_timeout, left,
                         extra={"task_ids": left, "timeout": self.stop_timeout})
         self._watching.close()
         self.publish()  # no monitor rows while stopped
