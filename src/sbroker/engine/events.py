@@ -89,9 +89,10 @@ def _reap_replies(engine: EngineAPI, tx: Transaction, queue: str) -> None:
         for msg in msgs:
             if msg.message_type_name in (m.END_DIALOG, m.ERROR):
                 if msg.is_error:
+                    error = msg.error()
                     log.warning("shared dialog %s failed: error %s: %s",
-                                msg.conversation_handle, *msg.error(), extra={
-                        "handle": msg.conversation_handle, "error": msg.error()})
+                                msg.conversation_handle, *error, extra={
+                        "handle": msg.conversation_handle, "error": error})
                 tx.execute(engine.store.sql.forget_shared_dialog, (msg.conversation_handle,))
                 tx.end_conversation(msg.conversation_handle)
             else:

@@ -252,13 +252,13 @@ class PoisonGuard:
         return record_id
 
     def _after_removal(self, msg: Message, record_id: int, attempts: int) -> None:
+        policy = "+".join(p.kind for p in self.policies)
         log.error("poison message removed from the queue %s after %d attempts (%s; record"
-                  " %d, conversation %s, message %s)", self.queue, attempts,
-                  "+".join(p.kind for p in self.policies), record_id,
+                  " %d, conversation %s, message %s)", self.queue, attempts, policy, record_id,
                   msg.conversation_handle, msg.message_id, extra={
             "queue": self.queue, "conversation_handle": msg.conversation_handle,
             "message_id": msg.message_id, "record_id": record_id, "attempts": attempts,
-            "policy": "+".join(p.kind for p in self.policies)})
+            "policy": policy})
         if any(p.kind == "park" for p in self.policies):
             install(self.broker).wake()
 
