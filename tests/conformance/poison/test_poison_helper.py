@@ -170,6 +170,28 @@ def test_notify_policy_tells_the_administrator_service(broker: Broker) -> None:
     assert record["state"] == "notified" and record["policy"] == "log+notify"
 
 
+def test_a_notify_dialog_the_administrator_failed_is_logged_and_replaced(
+        broker: Broker, caplog: pytest.LogCaptureFixture) -> None:
+    broker.create_queue("AdminQ")
+    broker.create_service("Admin", "AdminQ", ["DEFAULT"])
+    guard = PoisonGuard(broker, "Work", threshold=0, policy=[Policy.notify("Admin")])
+    dialog(broker, "bad")
+    assert guard.process_one(Handler("bad")) and guard.process_one(Handler("bad"))
+    with broker.transaction() as tx:
+        [first] = tx.receive("AdminQ")
+        tx.end_conversation(first.conversation_handle, error=50001, description="inbox full")
+    caplog.set_level(logging.WARNING, logger="sbroker")
+    dialog(broker, "bad too")
+    assert guard.process_one(Handler("bad too")) and guard.process_one(Handler("bad too"))
+    with broker.transaction() as tx:
+        [second] = tx.receive("AdminQ")
+    assert second.json()["event"] == "POISON_MESSAGE"
+    assert second.conversation_handle != first.conversation_handle
+    assert any(r.getMessage().startswith("shared dialog ")
+               and r.getMessage().endswith(" failed: error 50001: inbox full")
+               for r in caplog.records), caplog.text
+
+
 def test_park_policy_re_sends_after_the_delay(broker: Broker, clock: FakeClock) -> None:
     dialog(broker, "bad")
     handler = Handler("bad")
