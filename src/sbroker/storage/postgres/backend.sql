@@ -74,3 +74,12 @@ SELECT sb_set_send_seqs(%s::jsonb, sb_bigints(%s::jsonb))
 UPDATE sb_messages m SET status = 0
 FROM jsonb_array_elements(%s::jsonb) j
 WHERE m.queuing_order = (j.value ->> 0)::bigint AND m.message_id = j.value ->> 1
+
+-- name: messages_dead_rows
+-- Dead and live rows of sb_messages, from the statistics (cleanup.py).
+SELECT n_dead_tup, n_live_tup FROM pg_stat_user_tables WHERE relid = 'sb_messages'::regclass
+
+-- name: vacuum_messages
+-- Remove received messages' dead rows and index entries (cleanup.py); skipped if a VACUUM of
+-- the table is already running.
+VACUUM (SKIP_LOCKED) sb_messages

@@ -23,6 +23,8 @@ database know of each other.
   engine's waiters look again every 0.5 s anyway (engine.notify.RECHECK_SECONDS): polling as
   the safety net.  A broker alone on its database (the heartbeat tells) sends no NOTIFY; a
   new session's first NOTIFY ("hello") ends that at once.
+- **Ghost cleanup** (cleanup.py): after each heartbeat the thread vacuums ``sb_messages`` if
+  received messages' dead rows have piled up.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from typing import Any
 
 import psycopg
 
+from sbroker.storage.postgres import cleanup
 from sbroker.storage.postgres.connection import BACKEND, SQL
 from sbroker.storage.postgres.connector import Connector
 from sbroker.storage.subscribers import Subscribers
@@ -224,6 +227,7 @@ class LeaseLiveness:
                         self._feed.changed()
                 if time.monotonic() >= beat and not self._stop.is_set():
                     self._beat(conn)
+                    cleanup.clean_up(conn)
                     beat = time.monotonic() + HEARTBEAT_SECONDS
             except Exception:
                 if self._stop.is_set():
