@@ -23,8 +23,8 @@ database know of each other.
   engine's waiters look again every 0.5 s anyway (engine.notify.RECHECK_SECONDS): polling as
   the safety net.  A broker alone on its database (the heartbeat tells) sends no NOTIFY; a
   new session's first NOTIFY ("hello") ends that at once.
-- **Ghost cleanup** (cleanup.py): after each heartbeat the thread vacuums ``sb_messages`` if
-  received messages' dead rows have piled up.
+- **Ghost cleanup** (cleanup.py): after each heartbeat the thread looks whether received
+  messages' dead rows have piled up in ``sb_messages``, and if so starts a VACUUM beside it.
 """
 
 from __future__ import annotations
@@ -176,6 +176,7 @@ class LeaseLiveness:
         self._stop = threading.Event()
         self.session: int | None = None
         self._row: tuple[Any, ...] = ()
+        self._cleanup = cleanup.Cleanup(connector.connect_raw)
 
     def register(self, now: float) -> int:
         pid = os.getpid()
@@ -227,7 +228,7 @@ class LeaseLiveness:
                         self._feed.changed()
                 if time.monotonic() >= beat and not self._stop.is_set():
                     self._beat(conn)
-                    cleanup.clean_up(conn)
+                    self._cleanup.after_heartbeat(conn)
                     beat = time.monotonic() + HEARTBEAT_SECONDS
             except Exception:
                 if self._stop.is_set():
@@ -276,6 +277,7 @@ class LeaseLiveness:
             self._feed.wake_listener(self.session)
             thread.join(10)
         self._drop()
+        self._cleanup.close()
 
 
 def _start_token(pid: int) -> str:
