@@ -10,6 +10,7 @@ from typing import Any
 import psycopg
 import pytest
 from support.helpers import begin_and_send
+from support.postgres import RunServer
 
 from sbroker import Broker
 from sbroker.storage.postgres import cleanup
@@ -89,3 +90,23 @@ def test_the_session_thread_starts_a_vacuum_after_its_heartbeat(
             assert _vacuums(conn) > before
         finally:
             b.close()
+
+
+def test_only_a_role_that_may_vacuum_the_table_starts_one(
+        postgres: RunServer, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    Broker.open(pg_url).close()
+    monkeypatch.setattr(cleanup, "MIN_DEAD", 0)
+    monkeypatch.setattr(cleanup, "FRACTION", 0.0)
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # the owner
+        owner = cleanup.Cleanup(lambda: psycopg.connect(pg_url, autocommit=True))
+        assert owner.after_heartbeat(conn)
+        owner.close()
+    postgres.server.sql("CREATE ROLE sb_user LOGIN")
+    try:
+        with psycopg.connect(pg_url.replace("postgres@", "sb_user@"), autocommit=True) as conn:
+            def never() -> psycopg.Connection[Any]:
+                raise AssertionError("a VACUUM started")
+
+            assert not cleanup.Cleanup(never).after_heartbeat(conn)
+    finally:
+        postgres.server.sql("DROP ROLE sb_user")

@@ -76,8 +76,15 @@ FROM jsonb_array_elements(%s::jsonb) j
 WHERE m.queuing_order = (j.value ->> 0)::bigint AND m.message_id = j.value ->> 1
 
 -- name: messages_dead_rows
--- Dead and live rows of sb_messages, from the statistics (cleanup.py).
-SELECT n_dead_tup, n_live_tup FROM pg_stat_user_tables WHERE relid = 'sb_messages'::regclass
+-- Dead and live rows of sb_messages, from the statistics (cleanup.py), and whether this role
+-- may vacuum the table: its owner's or the database owner's privileges, or a superuser's.
+SELECT s.n_dead_tup, s.n_live_tup,
+       pg_has_role(c.relowner, 'USAGE') OR pg_has_role(d.datdba, 'USAGE')
+           OR coalesce((SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = current_user), false)
+FROM pg_stat_user_tables s
+JOIN pg_class c ON c.oid = s.relid
+JOIN pg_database d ON d.datname = current_database()
+WHERE s.relid = 'sb_messages'::regclass
 
 -- name: vacuum_messages
 -- Remove received messages' dead rows and index entries (cleanup.py); skipped if a VACUUM of

@@ -16,8 +16,9 @@ its own, on a connection of its own (a VACUUM of a big table takes a while, and 
 thread must keep listening for commits).  Several brokers on one database need no leader: a
 VACUUM that finds another running on the table skips it, and a finished one resets the count
 for all.  The threshold grows with the table because a VACUUM reads all of it and its
-indexes.  VACUUM takes no lock that blocks SEND, RECEIVE or COMMIT.  A role that does not own
-the table cannot vacuum it (PostgreSQL warns and skips; autovacuum still runs).
+indexes.  VACUUM takes no lock that blocks SEND, RECEIVE or COMMIT.  A role that may not
+vacuum the table (not its owner, the database's owner or a superuser) does not try: autovacuum
+still runs.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ class Cleanup:
     def __init__(self, connect: Callable[[], psycopg.Connection[Any]]) -> None:
         self._connect = connect
         self._thread: threading.Thread | None = None
+        self._refused = False
 
     def after_heartbeat(self, conn: psycopg.Connection[Any]) -> bool:
         """Look at the dead rows on ``conn`` (the session's); start a VACUUM if they are due
@@ -69,6 +71,11 @@ class Cleanup:
         row = conn.execute(BACKEND.messages_dead_rows).fetchone()
         if row is None or not due(int(row[0]), int(row[1]), min_dead=MIN_DEAD,
                                   fraction=FRACTION):
+            return False
+        if not row[2]:  # PostgreSQL would skip it with a warning in its log, every second
+            if not self._refused:
+                self._refused = True
+                log.debug("not vacuuming sb_messages: this role does not own it")
             return False
         log.debug("vacuuming sb_messages: %d dead rows beside %d live", row[0], row[1])
         self._thread = threading.Thread(target=self._run, daemon=True,
