@@ -80,3 +80,35 @@ def test_a_receive_only_commit_sets_one_deadline_that_later_ones_share() -> None
     assert feed._quiet_at == first
     feed.committed()
     assert feed._urgent and feed._quiet_at == first
+
+
+class _CountingCondition(threading.Condition):
+    """A condition that counts its ``notify`` calls: each one wakes the sender thread."""
+
+    def __init__(self, lock: Any) -> None:
+        super().__init__(lock)
+        self.wakes = 0
+
+    def notify(self, n: int = 1) -> None:
+        self.wakes += 1
+        super().notify(n)
+
+
+def test_the_sender_is_woken_only_when_its_deadline_moves() -> None:
+    # Every reader commit calls committed(quiet=True): waking the sender each time cost a
+    # thread switch per message in each process of a multi-host drain.
+    feed, _ = _feed()
+    feed._thread = threading.current_thread()  # no sender thread: look at the state only
+    due = feed._due = _CountingCondition(feed._lock)
+    feed.committed(quiet=True)
+    assert due.wakes == 1  # a deadline now exists
+    feed.committed(quiet=True)
+    assert due.wakes == 1  # the same deadline
+    feed.committed()
+    assert due.wakes == 2  # now due at once
+    feed.committed()
+    feed.committed(quiet=True)
+    assert due.wakes == 2  # already due at once
+    feed._urgent, feed._quiet_at = False, None  # as the sender does when it sends
+    feed.committed(quiet=True)
+    assert due.wakes == 3

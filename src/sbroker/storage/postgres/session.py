@@ -97,9 +97,15 @@ class ListenFeed:
         with self._due:
             if self._closed:
                 return
+            # Wake the sender only when its deadline moved: it already sleeps until a quiet
+            # NOTIFY is due, and waking it at every commit cost each reader a thread switch.
             if not quiet:
+                if self._urgent:
+                    return
                 self._urgent = True
-            elif self._quiet_at is None:
+            elif self._urgent or self._quiet_at is not None:
+                return
+            else:
                 self._quiet_at = time.monotonic() + QUIET_NOTIFY_SECONDS
             self._due.notify()
             if self._thread is None:
