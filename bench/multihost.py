@@ -11,7 +11,9 @@ measures one process with one thread (W1 receive: the baseline of the target W5 
 its own database.  Every message must be received exactly once (checked).  Durability
 "normal" (synchronous_commit=off), the server with fsync=on.  Beside each figure: how many of
 the machine's CPUs were busy meanwhile (readers and server share them), hence the most that
-adding readers can give here, and the CPU time per message of each.
+adding readers can give here, the CPU time per message of each, and the machine's context
+switches per message (each a process or thread that waited and another that ran: a reader
+process that wakes for nothing shows here first).
 
 The raw SKIP LOCKED peer (``bench/systems/postgres.py``: one row per message, a reader's
 UPDATE ... RETURNING and DELETE) does the same in the same run, on a database of its own:
@@ -28,7 +30,7 @@ import queue
 import statistics
 import threading
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 from bench.servers import ServerPool
 from bench.systems.postgres import SCHEMA, PostgresClient
@@ -135,18 +137,34 @@ def peer_reader(dsn: str, threads: int, gate: Any, out: Any) -> None:
     _race([threading.Thread(target=run, args=(c,)) for c in clients], gate, out, got)
 
 
-def _cpu_ticks() -> tuple[int, int]:
-    """(busy, all) clock ticks of every CPU of the machine so far (/proc/stat)."""
+def _machine() -> tuple[int, int, int]:
+    """(busy, all) clock ticks of every CPU of the machine so far, and its context switches
+    so far (/proc/stat)."""
     with open("/proc/stat") as stat:
-        ticks = [int(v) for v in stat.readline().split()[1:]]
-    return sum(ticks) - ticks[3] - ticks[4], sum(ticks)  # idle and iowait are not busy
+        lines = stat.read().splitlines()
+    ticks = [int(v) for v in lines[0].split()[1:]]
+    switches = next(int(line.split()[1]) for line in lines if line.startswith("ctxt "))
+    return sum(ticks) - ticks[3] - ticks[4], sum(ticks), switches  # idle, iowait: not busy
+
+
+class Drain(NamedTuple):
+    """What one drain measured."""
+
+    rate: float
+    """messages received per second"""
+    cpus: float
+    """how many of the machine's CPUs were busy meanwhile (readers and server)"""
+    switches: float
+    """context switches of the whole machine per message: each is a process or thread
+    that had to wait (for the server's answer, a lock, the GIL) and another that ran"""
 
 
 def measure(url: str, messages: int, processes: int, threads: int, *, peer: bool = False
-            ) -> tuple[float, float]:
-    """Messages per second received by ``processes`` x ``threads`` readers, and how many of
-    the machine's CPUs were busy meanwhile (the readers and the server, on one machine).
-    ``peer``: the raw peer's readers, on the database of ``url``, instead of sbroker's."""
+            ) -> Drain:
+    """Messages per second received by ``processes`` x ``threads`` readers, how many of
+    the machine's CPUs were busy meanwhile (the readers and the server, on one machine) and
+    the machine's context switches per message.  ``peer``: the raw peer's readers, on the
+    database of ``url``, instead of sbroker's."""
     (fill_peer if peer else fill)(url, messages)
     ctx = mp.get_context("spawn")
     gate = ctx.Barrier(processes + 1)
@@ -158,7 +176,7 @@ def measure(url: str, messages: int, processes: int, threads: int, *, peer: bool
         p.start()
     gate.wait()
     start = time.time()
-    ticks = _cpu_ticks()
+    ticks = _machine()
     results = []
     while len(results) < len(procs):
         try:
@@ -166,14 +184,15 @@ def measure(url: str, messages: int, processes: int, threads: int, *, peer: bool
         except queue.Empty:
             if any(p.exitcode not in (None, 0) for p in procs):
                 raise RuntimeError("a reader process failed (its traceback is above)") from None
-    busy, every = (b - a for a, b in zip(ticks, _cpu_ticks(), strict=True))
+    busy, every, switches = (b - a for a, b in zip(ticks, _machine(), strict=True))
     for p in procs:
         p.join(60)
     received = sorted(n for got, _ in results for n in got)
     if received != list(range(messages)):
         raise RuntimeError(f"received {len(received)} of {messages}, {len(set(received))}"
                            " distinct")
-    return messages / (max(end for _, end in results) - start), busy / every * _cpus()
+    return Drain(messages / (max(end for _, end in results) - start),
+                 busy / every * _cpus(), switches / messages)
 
 
 def _cpus() -> int:
@@ -197,8 +216,7 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     systems = ["sbroker", "raw postgres"] if args.peer else ["sbroker"]
     shapes = [(1, 1, args.baseline_messages), (args.processes, args.threads, args.messages)]
-    rates: dict[tuple[str, int], list[float]] = {}
-    busy: dict[tuple[str, int], list[float]] = {}
+    drains: dict[tuple[str, int], list[Drain]] = {}
     pool = ServerPool()
     try:
         server: Any = pool.get("postgres")
@@ -207,18 +225,23 @@ def main(argv: list[str] | None = None) -> None:
                 peer = system != "sbroker"
                 for k, (processes, threads, messages) in enumerate(shapes):
                     url = server.create_database(f"w{5 if k else 1}_{run}{'_peer' if peer else ''}")
-                    rate, cpus = measure(url, messages, processes, threads, peer=peer)
-                    rates.setdefault((system, k), []).append(rate)
-                    busy.setdefault((system, k), []).append(cpus)
-                one, many = rates[system, 0][-1], rates[system, 1][-1]
-                print(f"run {run} {system:>12}: W1 receive (1 x 1) {one:,.0f} msgs/s,"
-                      f" {busy[system, 0][-1]:.2f} CPUs busy; W5"
-                      f" ({_shape(args.processes, args.threads)}) {many:,.0f} msgs/s,"
-                      f" {busy[system, 1][-1]:.2f} CPUs busy = {many / one:.2f}x", flush=True)
+                    drains.setdefault((system, k), []).append(
+                        measure(url, messages, processes, threads, peer=peer))
+                one, many = drains[system, 0][-1], drains[system, 1][-1]
+                print(f"run {run} {system:>12}: W1 receive (1 x 1) {one.rate:,.0f} msgs/s,"
+                      f" {one.cpus:.2f} CPUs busy, {one.switches:.1f} context switches per"
+                      f" message; W5 ({_shape(args.processes, args.threads)})"
+                      f" {many.rate:,.0f} msgs/s, {many.cpus:.2f} CPUs busy,"
+                      f" {many.switches:.1f} context switches per message ="
+                      f" {many.rate / one.rate:.2f}x", flush=True)
         for system in systems:
-            w1, w5 = rates[system, 0], rates[system, 1]
+            w1 = [d.rate for d in drains[system, 0]]
+            w5 = [d.rate for d in drains[system, 1]]
             m1, m5 = statistics.median(w1), statistics.median(w5)
-            b1, b5 = statistics.median(busy[system, 0]), statistics.median(busy[system, 1])
+            b1 = statistics.median(d.cpus for d in drains[system, 0])
+            b5 = statistics.median(d.cpus for d in drains[system, 1])
+            s1 = statistics.median(d.switches for d in drains[system, 0])
+            s5 = statistics.median(d.switches for d in drains[system, 1])
             target = (f" -> target W5 >= 2x W1: {'met' if m5 >= 2 * m1 else 'missed'}"
                       if system == "sbroker" else "")
             print(f"{system}, median of {args.runs}: W1 receive {m1:,.0f} msgs/s (min"
@@ -227,7 +250,8 @@ def main(argv: list[str] | None = None) -> None:
             print(f"  CPUs busy (readers and server, median): W1 {b1:.2f}, W5 {b5:.2f} of"
                   f" {_cpus()}; at W1's CPU per message this machine cannot pass"
                   f" {_cpus() / b1:.2f}x W1; W5's CPU per message is {b5 / m5 * 1e6:,.0f} µs"
-                  f" against W1's {b1 / m1 * 1e6:,.0f}")
+                  f" against W1's {b1 / m1 * 1e6:,.0f}; context switches per message:"
+                  f" W5 {s5:.1f}, W1 {s1:.1f}")
     finally:
         pool.close()
 

@@ -18,9 +18,14 @@ def test_w5_runs_sbroker_and_the_raw_peer_in_one_run(capsys: pytest.CaptureFixtu
     out = capsys.readouterr().out
     for system in ("sbroker", "raw postgres"):
         line = re.search(rf"^run 1 +{system}: W1 receive \(1 x 1\) ([\d,]+) msgs/s, [\d.]+ CPUs"
-                         rf" busy; W5 \(2 x 2\) ([\d,]+) msgs/s", out, re.MULTILINE)
+                         rf" busy, ([\d.]+) context switches per message; W5 \(2 x 2\)"
+                         rf" ([\d,]+) msgs/s, [\d.]+ CPUs busy, ([\d.]+) context switches",
+                         out, re.MULTILINE)
         assert line, out
-        assert all(int(g.replace(",", "")) > 0 for g in line.groups()), line.group(0)
+        one, one_switches, many, many_switches = line.groups()
+        assert int(one.replace(",", "")) > 0 and int(many.replace(",", "")) > 0, line.group(0)
+        # every RECEIVE waits for the server's answer at least once
+        assert float(one_switches) >= 1 and float(many_switches) >= 1, line.group(0)
         assert re.search(rf"^{system}, median of 1: W1 receive", out, re.MULTILINE), out
     assert "target W5 >= 2x W1" in out  # said of sbroker's figures only
     assert out.count("target W5") == 1
