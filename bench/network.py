@@ -9,9 +9,10 @@ RECEIVE that took the last message on B; the applications run in this process).
 Run it from the repository root (it uses the fault-injecting proxy of
 ``tests/integration/network``).
 Options: ``--retry-initial`` (seed default 2 s), ``--loss``, ``--messages``, ``--dialogs``,
-``--settings clean|proxy|both``, ``--runs N``. Each result also gives the CPU seconds each
-serving process used while it was timed (``cpu_a``, ``cpu_b``), a steadier figure than the
-wall clock on a busy machine.
+``--settings clean|proxy|both``, ``--runs N``, ``--backend sqlite|postgres`` (postgres: both
+instances' databases on one throwaway server, started for the run). Each result also gives the
+CPU seconds each serving process used while it was timed (``cpu_a``, ``cpu_b``), a steadier
+figure than the wall clock on a busy machine (on PostgreSQL the server's CPU is not in them).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +46,7 @@ def _serve(db: str) -> None:
 
 
 class _Child:
-    def __init__(self, db: Path) -> None:
+    def __init__(self, db: str) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "bench.network", "--serve", str(db)],
             stdout=subprocess.PIPE, text=True,
@@ -67,111 +70,152 @@ class _Child:
             self.proc.stdout.close()
 
 
-def _setup(db: Path, service: str, contracts: list[str], endpoint: dict[str, Any]) -> None:
+def _setup(db: str, service: str, contracts: list[str], endpoint: dict[str, Any]) -> None:
     with sbroker.Broker.open(db) as b:
         b.create_queue("q")
         b.create_service(service, "q", contracts)
         b.create_endpoint(port=0, secret=SECRET, **endpoint)
 
 
-def _wait_transferred(db_a: Path, db_b: Path, total: int, deadline: float) -> int:
-    """Poll until ``total`` messages are in B's queue and A's transmission queue is empty;
-    returns the count in B's queue. One connection per database for the whole wait: opening
-    one per look costs the serving processes ~1 ms of the two cores' CPU at every poll."""
-    a, b = sqlite3.connect(db_a), sqlite3.connect(db_b)
+Count = Callable[[str], int]
+"""``count(table)``: how many rows the table has in one of the two databases."""
+
+
+@contextmanager
+def _counter(db: str) -> Iterator[Count]:
+    """One connection for a whole wait: opening one per look costs the serving processes ~1 ms
+    of the two cores' CPU at every poll."""
+    if db.startswith("postgresql://"):
+        import psycopg
+
+        pg = psycopg.connect(db, autocommit=True)
+        try:
+            yield lambda table: int(pg.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+        finally:
+            pg.close()
+        return
+    lite = sqlite3.connect(db)
     try:
+        yield lambda table: int(lite.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+    finally:
+        lite.close()
+
+
+def _wait_transferred(db_a: str, db_b: str, total: int, deadline: float) -> int:
+    """Poll until ``total`` messages are in B's queue and A's transmission queue is empty;
+    returns the count in B's queue."""
+    with _counter(db_a) as a, _counter(db_b) as b:
         n = 0
         while time.monotonic() < deadline:
-            n = int(b.execute("SELECT count(*) FROM sb_messages").fetchone()[0])
-            if n >= total and not a.execute(
-                    "SELECT count(*) FROM sb_transmission_queue").fetchone()[0]:
+            n = b("sb_messages")
+            if n >= total and not a("sb_transmission_queue"):
                 break
             time.sleep(0.01)
         return n
-    finally:
-        a.close()
-        b.close()
+
+
+@contextmanager
+def _databases(backend: str) -> Iterator[Callable[[str], str]]:
+    """``new(name)``: a fresh database for one instance of one run (a file, or a database on a
+    server started for the whole measurement)."""
+    if backend == "postgres":
+        from tools.pgserver import PostgresServer
+
+        made = [0]
+        with PostgresServer(prefix="sbroker-bench-net-") as server:
+            def new(name: str) -> str:
+                made[0] += 1
+                return server.create_database(f"{name}{made[0]}")
+
+            yield new
+        return
+    with tempfile.TemporaryDirectory(prefix="sbroker-bench-net-") as tmp:
+        yield lambda name: str(Path(tmp, f"{name}-{time.monotonic_ns()}.db"))
 
 
 def run(messages: int, dialogs: int, size: int, faults: Faults | None,
-        endpoint: dict[str, Any], *, end_to_end: bool) -> dict[str, Any]:
+        endpoint: dict[str, Any], *, end_to_end: bool,
+        new: Callable[[str], str] | None = None) -> dict[str, Any]:
     """One run. ``end_to_end``: the application sends on A while another receives on B, timed
     from the first SEND to the last RECEIVE commit. Otherwise (transfer): the messages wait in
     A's transmission queue for want of a route, the route is created, and the time runs until all
     of them are durably enqueued on B and acknowledged back to A (A's transmission queue empty).
     """
-    with tempfile.TemporaryDirectory(prefix="sbroker-bench-net-") as tmp:
-        db_a, db_b = Path(tmp, "a.db"), Path(tmp, "b.db")
-        _setup(db_a, "SvcA", [], endpoint)
-        _setup(db_b, "SvcB", ["DEFAULT"], endpoint)
-        child_b = _Child(db_b)
-        proxy = None
-        port = child_b.port
-        if faults is not None:
-            proxy = FaultProxy(child_b.port, faults, seed=42)
-            port = proxy.start()
+    if new is None:
+        with _databases("sqlite") as files:
+            return run(messages, dialogs, size, faults, endpoint, end_to_end=end_to_end,
+                       new=files)
+    db_a, db_b = new("a"), new("b")
+    _setup(db_a, "SvcA", [], endpoint)
+    _setup(db_b, "SvcB", ["DEFAULT"], endpoint)
+    child_b = _Child(db_b)
+    proxy = None
+    port = child_b.port
+    if faults is not None:
+        proxy = FaultProxy(child_b.port, faults, seed=42)
+        port = proxy.start()
+    if end_to_end:
+        with sbroker.Broker.open(db_a) as b:
+            b.create_route("to-b", "SvcB", f"tcp://127.0.0.1:{port}")
+    sender = sbroker.Broker.open(db_a, durability="full")
+    receiver = sbroker.Broker.open(db_b, durability="full")
+    body = b"x" * size
+    per_dialog = messages // dialogs
+    total = per_dialog * dialogs
+    child_a: _Child | None = None
+    try:
+        with sender.transaction() as tx:
+            handles = [tx.begin_dialog("SvcA", "SvcB") for _ in range(dialogs)]
+
+        def send_all() -> None:
+            for _ in range(per_dialog):
+                with sender.transaction() as tx:
+                    tx.send(handles, body=body)
+
         if end_to_end:
-            with sbroker.Broker.open(db_a) as b:
-                b.create_route("to-b", "SvcB", f"tcp://127.0.0.1:{port}")
-        sender = sbroker.Broker.open(db_a, durability="full")
-        receiver = sbroker.Broker.open(db_b, durability="full")
-        body = b"x" * size
-        per_dialog = messages // dialogs
-        total = per_dialog * dialogs
-        child_a: _Child | None = None
-        try:
-            with sender.transaction() as tx:
-                handles = [tx.begin_dialog("SvcA", "SvcB") for _ in range(dialogs)]
+            child_a = _Child(db_a)
+            received = [0]
 
-            def send_all() -> None:
-                for _ in range(per_dialog):
-                    with sender.transaction() as tx:
-                        tx.send(handles, body=body)
+            def drain() -> None:
+                deadline = time.monotonic() + 600
+                while received[0] < total and time.monotonic() < deadline:
+                    with receiver.transaction() as tx:
+                        received[0] += len(tx.receive("q", timeout=0.5))
 
-            if end_to_end:
-                child_a = _Child(db_a)
-                received = [0]
-
-                def drain() -> None:
-                    deadline = time.monotonic() + 600
-                    while received[0] < total and time.monotonic() < deadline:
-                        with receiver.transaction() as tx:
-                            received[0] += len(tx.receive("q", timeout=0.5))
-
-                reader = threading.Thread(target=drain)
-                cpu0 = (child_a.cpu(), child_b.cpu())
-                t0 = time.perf_counter()
-                reader.start()
-                send_all()
-                reader.join(650)
-                elapsed, n = time.perf_counter() - t0, received[0]
-                cpu1 = (child_a.cpu(), child_b.cpu())
-            else:
-                child_a = _Child(db_a)
-                send_all()  # no route yet: the messages wait in A's transmission queue
-                cpu0 = (child_a.cpu(), child_b.cpu())
-                t0 = time.perf_counter()
-                sender.create_route("to-b", "SvcB", f"tcp://127.0.0.1:{port}")
-                n = _wait_transferred(db_a, db_b, total, time.monotonic() + 600)
-                elapsed = time.perf_counter() - t0
-                cpu1 = (child_a.cpu(), child_b.cpu())
-        finally:
-            sender.close()
-            receiver.close()
-            if child_a is not None:
-                child_a.stop()
-            child_b.stop()
-            if proxy is not None:
-                proxy.stop()
-        result: dict[str, Any] = {"messages": n, "seconds": round(elapsed, 3),
-                                  "msg_per_s": round(n / elapsed),
-                                  "cpu_a": round(cpu1[0] - cpu0[0], 2),
-                                  "cpu_b": round(cpu1[1] - cpu0[1], 2)}
+            reader = threading.Thread(target=drain)
+            cpu0 = (child_a.cpu(), child_b.cpu())
+            t0 = time.perf_counter()
+            reader.start()
+            send_all()
+            reader.join(650)
+            elapsed, n = time.perf_counter() - t0, received[0]
+            cpu1 = (child_a.cpu(), child_b.cpu())
+        else:
+            child_a = _Child(db_a)
+            send_all()  # no route yet: the messages wait in A's transmission queue
+            cpu0 = (child_a.cpu(), child_b.cpu())
+            t0 = time.perf_counter()
+            sender.create_route("to-b", "SvcB", f"tcp://127.0.0.1:{port}")
+            n = _wait_transferred(db_a, db_b, total, time.monotonic() + 600)
+            elapsed = time.perf_counter() - t0
+            cpu1 = (child_a.cpu(), child_b.cpu())
+    finally:
+        sender.close()
+        receiver.close()
+        if child_a is not None:
+            child_a.stop()
+        child_b.stop()
         if proxy is not None:
-            c = proxy.counters
-            result["proxy"] = {"frames": c.frames, "dropped": c.dropped,
-                               "duplicated": c.duplicated, "reordered": c.reordered}
-        return result
+            proxy.stop()
+    result: dict[str, Any] = {"messages": n, "seconds": round(elapsed, 3),
+                              "msg_per_s": round(n / elapsed),
+                              "cpu_a": round(cpu1[0] - cpu0[0], 2),
+                              "cpu_b": round(cpu1[1] - cpu0[1], 2)}
+    if proxy is not None:
+        c = proxy.counters
+        result["proxy"] = {"frames": c.frames, "dropped": c.dropped,
+                           "duplicated": c.duplicated, "reordered": c.reordered}
+    return result
 
 
 def main() -> None:
@@ -190,26 +234,30 @@ def main() -> None:
     ap.add_argument("--settings", choices=("clean", "proxy", "both"), default="both",
                     help="run clean, through the proxy, or both")
     ap.add_argument("--runs", type=int, default=1, help="repeat each measurement")
+    ap.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite",
+                    help="where both instances keep their databases")
     args = ap.parse_args()
     if args.serve:
         _serve(args.serve)
         return
     endpoint = {"encryption": args.encryption, "retry_initial": args.retry_initial}
-    print(f"durability: full (fsync per commit) on both instances and both application sides;"
-          f" endpoint {endpoint}; {args.messages} messages of {args.size} B on"
-          f" {args.dialogs} dialogs")
+    print(f"{args.backend}; durability: full (fsync per commit) on both instances and both"
+          f" application sides; endpoint {endpoint}; {args.messages} messages of {args.size} B"
+          f" on {args.dialogs} dialogs")
     faults = Faults(mode="frame", p_drop=args.loss, p_dup=args.loss, p_reorder=args.loss)
     settings = [("clean", None), (f"proxy {args.loss:.0%}", faults)]
     if args.settings != "both":
         settings = settings[:1] if args.settings == "clean" else settings[1:]
-    for label, f in settings:
-        for _ in range(args.runs):
-            transfer = run(args.messages, args.dialogs, args.size, f, endpoint,
-                           end_to_end=False)
-            print(f"{label:10} transfer   : {transfer}", flush=True)
-        for _ in range(args.runs):
-            e2e = run(args.messages, args.dialogs, args.size, f, endpoint, end_to_end=True)
-            print(f"{label:10} end to end : {e2e}", flush=True)
+    with _databases(args.backend) as new:
+        for label, f in settings:
+            for _ in range(args.runs):
+                transfer = run(args.messages, args.dialogs, args.size, f, endpoint,
+                               end_to_end=False, new=new)
+                print(f"{label:10} transfer   : {transfer}", flush=True)
+            for _ in range(args.runs):
+                e2e = run(args.messages, args.dialogs, args.size, f, endpoint,
+                          end_to_end=True, new=new)
+                print(f"{label:10} end to end : {e2e}", flush=True)
     print("target: >= 5,000 msg/s clean (transfer = the network layer: transmission queue on A"
           " to B's queue, acknowledged)")
 
