@@ -21,6 +21,7 @@ has gone since.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -37,7 +38,7 @@ from sbroker.protocol.outbound import DialogConfig
 __all__ = ["HELD_BITS", "Inbound", "PartialMessage"]
 
 HELD_BITS = 64  # messages after an ack's next_seq that its `held` bitmap covers
-GAP_REPORTS = 8  # reports of one gap at most (then the sender's probes and timer go on)
+GAP_REPORTS = 8  # reports of one gap at least (more while the sender's first retry is not due)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +106,15 @@ class Inbound:
         self._gaps: dict[DialogKey, float] = {}  # gap reports due, and when
         self._repeats: dict[DialogKey, tuple[int, float]] = {}  # acks to send again, when
         self._ack_at: float | None = None
+        # A standing gap is reported again every `_gap_every` seconds, `_gap_reports` times:
+        # for as long as the sender's first retry takes (its retry_initial_min, taken to be
+        # ours). The sender resends a reported message at most once per two of its shortest
+        # round trips, and those include our time to persist (0.2 s and more on a busy
+        # PostgreSQL): a resend lost as well needs a report that late to go again before
+        # the retry timer.
+        self._gap_every = max(2 * config.ack_delay, 2 * config.reorder_delay, 0.01)
+        self._gap_reports = max(GAP_REPORTS,
+                                math.ceil(config.retry_initial_min / self._gap_every))
         self.duplicates = 0
         self.dropped_out_of_window = 0
         self.buffered = 0  # messages held in reassembly / reorder buffers
@@ -298,8 +308,8 @@ class Inbound:
 
     def _due_gaps(self, now: float) -> None:
         """Gaps that have lasted the reorder delay (and still stand) get an ack, and again
-        every two ack delays while they stand (a resend may be lost too), a few times."""
-        cfg = self.config
+        every two ack delays while they stand (a resend may be lost too), until the sender's
+        retry timer would resend anyway."""
         due = [key for key, at in self._gaps.items() if at <= now]
         for key in due:
             del self._gaps[key]
@@ -309,8 +319,8 @@ class Inbound:
             if self._pending.get(key, -1) < d.persisted_next:
                 self._pending[key] = d.persisted_next
             d.gap_reports += 1
-            if d.gap_reports < GAP_REPORTS:
-                self._gaps[key] = now + max(2 * cfg.ack_delay, 2 * cfg.reorder_delay, 0.01)
+            if d.gap_reports < self._gap_reports:
+                self._gaps[key] = now + self._gap_every
 
     # -- introspection --------------------------------------------------------------------
 

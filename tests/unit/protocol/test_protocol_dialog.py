@@ -189,6 +189,33 @@ def test_a_lost_message_is_sent_again_once_the_receiver_reports_the_gap() -> Non
     assert a.stats()["fast_retransmissions"] == 1 and a.stats()["retransmissions"] == 0
 
 
+def test_a_resend_lost_too_is_sent_again_before_the_retry_timer_on_a_slow_receiver() -> None:
+    # b persists slowly (a busy PostgreSQL): a's shortest round trip is 0.45 s, so it resends
+    # a reported message at most every 0.9 s. b's reports must last that long.
+    a, b = engine(), engine(DialogConfig(ack_delay=0.05))
+    a.send_message(msg(0))
+    deliver(frames(a, 0.0), b, 0.0)
+    persist_all(b, received(b), 0.4)
+    deliver(frames(b, 0.45), a, 0.45)
+    assert a.events() == [MessageAcked(KEY, 0)]
+    for s in range(1, 6):
+        a.send_message(msg(s))
+    fs = frames(a, 1.0)
+    deliver([f for f in fs if f.seq != 1], b, 1.0)  # 1 is lost
+    resent = []
+    now = 1.0
+    while (t := b.next_timer()) is not None and t < 2.9:  # a's retry timer: 2 to 3 s
+        now = t
+        deliver(frames(b, now), a, now)  # b's gap reports
+        resent += [(now, f.seq) for f in frames(a, now) if isinstance(f, Fragment)]
+    times = [t for t, seq in resent if seq == 1]
+    assert len(times) == len(resent) >= 2  # the resends are lost as well: 1 goes again
+    assert times[0] < 1.1 and times[1] < 2.1  # long before a's retry timer
+    assert all(later - t >= 0.9 for t, later in itertools.pairwise(times))  # not sooner
+    assert a.stats()["fast_retransmissions"] == len(times)
+    assert a.stats()["retransmissions"] == 0
+
+
 def test_a_gap_is_not_reported_when_the_missing_message_was_only_overtaken() -> None:
     a, b = engine(), engine(DialogConfig(ack_delay=0.05))
     for s in range(3):
