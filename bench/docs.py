@@ -178,7 +178,8 @@ OTHERS = """\
 ## Other benchmarks (printed, not stored)
 
 - `python -m bench.network`: messages per second between two sbroker processes over TCP,
-  durable on both sides, clean and through a lossy proxy.
+  durable on both sides, clean and through a lossy proxy (`--backend postgres`: both
+  databases on a throwaway PostgreSQL server).
 - `python -m bench.floor`: the workloads as raw SQL on sbroker's schema, and W3's threads
   handing transactions off with no storage: the ceilings the engine works under.
 - `python -m bench.cpu`: sbroker's CPU time, context switches, calls into SQLite and GIL
