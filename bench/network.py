@@ -18,6 +18,7 @@ figure than the wall clock on a busy machine (on PostgreSQL the server's CPU is 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import sqlite3
 import subprocess
@@ -88,17 +89,13 @@ def _counter(db: str) -> Iterator[Count]:
     if db.startswith("postgresql://"):
         import psycopg
 
-        pg = psycopg.connect(db, autocommit=True)
-        try:
-            yield lambda table: int(pg.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
-        finally:
-            pg.close()
-        return
-    lite = sqlite3.connect(db)
+        conn: Any = psycopg.connect(db, autocommit=True)
+    else:
+        conn = sqlite3.connect(db)
     try:
-        yield lambda table: int(lite.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+        yield lambda table: int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
     finally:
-        lite.close()
+        conn.close()
 
 
 def _wait_transferred(db_a: str, db_b: str, total: int, deadline: float) -> int:
@@ -118,19 +115,15 @@ def _wait_transferred(db_a: str, db_b: str, total: int, deadline: float) -> int:
 def _databases(backend: str) -> Iterator[Callable[[str], str]]:
     """``new(name)``: a fresh database for one instance of one run (a file, or a database on a
     server started for the whole measurement)."""
+    numbers = itertools.count(1)
     if backend == "postgres":
         from tools.pgserver import PostgresServer
 
-        made = [0]
         with PostgresServer(prefix="sbroker-bench-net-") as server:
-            def new(name: str) -> str:
-                made[0] += 1
-                return server.create_database(f"{name}{made[0]}")
-
-            yield new
+            yield lambda name: server.create_database(f"{name}{next(numbers)}")
         return
     with tempfile.TemporaryDirectory(prefix="sbroker-bench-net-") as tmp:
-        yield lambda name: str(Path(tmp, f"{name}-{time.monotonic_ns()}.db"))
+        yield lambda name: str(Path(tmp, f"{name}{next(numbers)}.db"))
 
 
 def run(messages: int, dialogs: int, size: int, faults: Faults | None,

@@ -69,6 +69,7 @@ class Cleanup:
         if self._thread is not None and self._thread.is_alive():
             return False
         row = conn.execute(BACKEND.messages_dead_rows).fetchone()
+        # The thresholds as the module has them now (not due()'s defaults, bound at import).
         if row is None or not due(int(row[0]), int(row[1]), min_dead=MIN_DEAD,
                                   fraction=FRACTION):
             return False
