@@ -16,6 +16,7 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from sbroker.core import threads
 from sbroker.storage.ports import TxStorage
 
 if TYPE_CHECKING:
@@ -81,8 +82,7 @@ class Abandoned:
             thread, self._thread = self._thread, None
         if thread is not None:
             self._queue.put(None)
-            if thread is not threading.current_thread():
-                thread.join(10)
+            threads.join(thread, 10)
 
 
 def _undo(engine: Engine, left: Leftovers) -> None:

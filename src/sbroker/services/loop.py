@@ -7,6 +7,7 @@ import logging
 import threading
 import time
 
+from sbroker.core import threads
 from sbroker.core.clock import Clock
 
 log = logging.getLogger("sbroker.services")
@@ -48,8 +49,7 @@ class ClockLoop:
         with self.cond:
             self._stopping = True
             self.cond.notify_all()
-        if thread is not threading.current_thread():
-            thread.join()
+        threads.join(thread)
         self._thread = None
 
     def wake(self) -> None:

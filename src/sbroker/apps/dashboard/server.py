@@ -16,6 +16,7 @@ import uvicorn
 from sbroker.apps.dashboard.app import DashboardOptions, create_app
 from sbroker.apps.dashboard.reader import BrokerApi
 from sbroker.apps.dashboard.security import check_bind, is_loopback
+from sbroker.core import threads
 
 __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "DashboardServer"]
 
@@ -73,7 +74,7 @@ class DashboardServer:
         """Stop serving and join the thread."""
         self._server.should_exit = True
         if self._thread is not None:
-            self._thread.join()
+            threads.join(self._thread)
             self._thread = None
         else:
             self.socket.close()

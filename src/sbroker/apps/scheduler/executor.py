@@ -35,6 +35,7 @@ from sbroker.apps.spark import (
     task_to_json,
 )
 from sbroker.core import messages as m
+from sbroker.core import threads
 from sbroker.core.errors import ConversationNotFoundError, ConversationStateError
 from sbroker.engine.api import BrokerAPI
 
@@ -76,8 +77,7 @@ class ExecutorState:
         self.stopping.set()
         with self.lock:
             watcher = self.watcher
-        if watcher is not None and watcher is not threading.current_thread():
-            watcher.join(10)
+        threads.join(watcher, 10)
 
 
 def default_runner(broker: BrokerAPI) -> Runner:

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sbroker.core import threads
 from sbroker.core.catalog import Queue
 from sbroker.core.errors import InvalidArgumentError
 from sbroker.engine import stopping
@@ -238,8 +239,7 @@ class ActivationService(ClockLoop):
             self.engine.notifier.bump()  # a procedure waiting in RECEIVE stops waiting
         end = time.monotonic() + self.stop_timeout  # real time: threads join in real time
         for task in tasks:
-            if task.thread is not None:
-                task.thread.join(max(0.0, end - time.monotonic()))
+            threads.join(task.thread, max(0.0, end - time.monotonic()))
         with self.lock:
             left = sorted(self._tasks)
         if left:

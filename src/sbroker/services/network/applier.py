@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable
 from uuid import UUID
 
+from sbroker.core import threads
 from sbroker.protocol.events import Message
 
 __all__ = ["Applier"]
@@ -77,7 +78,7 @@ class Applier:
             self._cond.notify_all()
 
     def join(self, timeout: float) -> None:
-        self._thread.join(timeout)
+        threads.join(self._thread, timeout)
 
     def _take(self) -> dict[UUID, list[Message]] | None:
         with self._cond:

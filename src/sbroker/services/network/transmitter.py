@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 from uuid import UUID
 
+from sbroker.core import threads
 from sbroker.engine.api import EngineAPI
 from sbroker.engine.endpoints import NEVER
 from sbroker.protocol import DialogKey, Message, MessageAcked
@@ -153,9 +154,8 @@ class Transmitter:
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        threads.join(self._thread)
+        self._thread = None
         self._watching.close()
 
     def _run(self) -> None:

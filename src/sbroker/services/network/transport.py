@@ -22,6 +22,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from uuid import UUID
 
+from sbroker.core import threads
 from sbroker.protocol.dialog import DialogEngine
 from sbroker.protocol.errors import LocalProtocolError
 from sbroker.protocol.events import (
@@ -154,7 +155,7 @@ class BrokerTransport:
             self._applier = None
         asyncio.run_coroutine_threadsafe(self._shutdown(), loop).result(timeout)
         loop.call_soon_threadsafe(loop.stop)
-        self._thread.join(timeout)
+        threads.join(self._thread, timeout)
         self._loop = self._thread = None
 
     def send(self, message: Message, address: Address, peer: UUID | None = None) -> None:

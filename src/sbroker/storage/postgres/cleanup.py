@@ -30,6 +30,7 @@ from typing import Any
 
 import psycopg
 
+from sbroker.core import threads
 from sbroker.storage.postgres.connection import BACKEND
 
 log = logging.getLogger("sbroker.storage")
@@ -94,5 +95,4 @@ class Cleanup:
     def close(self) -> None:
         """Wait for a running VACUUM (it holds a connection to the database)."""
         thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.join(60)
+        threads.join(thread, 60)

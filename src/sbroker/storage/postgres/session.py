@@ -40,6 +40,7 @@ from typing import Any
 
 import psycopg
 
+from sbroker.core import threads
 from sbroker.storage.postgres import cleanup
 from sbroker.storage.postgres.connection import BACKEND, SQL
 from sbroker.storage.postgres.connector import Connector
@@ -164,7 +165,7 @@ class ListenFeed:
             thread = self._thread
             self._due.notify()
         if thread is not None and thread is not threading.current_thread():
-            thread.join(10)
+            threads.join(thread, 10)
         else:
             self._drop_conn()
 
@@ -281,7 +282,7 @@ class LeaseLiveness:
         thread, self._thread = self._thread, None
         if thread is not None and self.session is not None:
             self._feed.wake_listener(self.session)
-            thread.join(10)
+            threads.join(thread, 10)
         self._drop()
         self._cleanup.close()
 

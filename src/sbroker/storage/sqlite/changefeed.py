@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
+from sbroker.core import threads
 from sbroker.storage.subscribers import Subscribers
 
 log = logging.getLogger("sbroker.storage")
@@ -52,11 +53,11 @@ class DataVersionFeed:
     @contextlib.contextmanager
     def watch(self) -> Iterator[None]:
         with self._lock:
-            self._watchers += 1
             if self._thread is None and not self._closed:
                 self._thread = threading.Thread(target=self._poll, name="sbroker-changefeed",
                                                 daemon=True)
                 self._thread.start()
+            self._watchers += 1  # after a start Ctrl-C may cut short: no watcher left behind
         try:
             yield
         finally:
@@ -120,5 +121,4 @@ class DataVersionFeed:
             self._closed = True
             thread = self._thread
         self._wake.set()
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(10)
+        threads.join(thread, 10)

@@ -18,6 +18,8 @@ import sqlite3
 import threading
 from collections.abc import Callable
 
+from sbroker.core import threads
+
 log = logging.getLogger("sbroker.checkpoint")
 
 SAFETY_PAGES = 10_000
@@ -110,5 +112,4 @@ class Checkpointer:
             thread = self._thread
             self._cond.notify_all()
         self._stop.set()
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout)
+        threads.join(thread, timeout)

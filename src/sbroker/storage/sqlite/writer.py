@@ -29,6 +29,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
+from sbroker.core import threads
 from sbroker.core.errors import TransactionStateError
 from sbroker.storage.sqlite.connection import BACKEND, SqliteConnection
 
@@ -502,6 +503,4 @@ class Writer:
                 self._lazy.clear()
         if conn is not None:
             conn.close()
-        timer = self._timer  # it sees _closing (and the wake) and returns
-        if timer is not None and timer is not threading.current_thread():
-            timer.join(10)
+        threads.join(self._timer, 10)  # it sees _closing (and the wake) and returns
