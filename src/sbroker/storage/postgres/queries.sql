@@ -507,11 +507,8 @@ SELECT state FROM sb_endpoints WHERE handle = %s
 -- name: queue_look
 -- (any ready message, any ready message in a group no transaction holds). Params: queue,
 -- groups locked but not visible yet (always empty on PostgreSQL: locks show at once).
-SELECT EXISTS (SELECT 1 FROM sb_messages m WHERE m.queue_id = p.q AND m.status = 1),
-    EXISTS (SELECT 1 FROM sb_messages m WHERE m.queue_id = p.q AND m.status = 1
-        AND NOT EXISTS (SELECT 1 FROM sb_held_groups h WHERE h.key = sb_key(m.group_id))
-        AND m.group_id <> ALL (p.pending))
-FROM (SELECT %s::integer AS q, sb_texts(%s::jsonb) AS pending) p
+-- The held groups are read before the rows (migrations/0012_queue_look_locks_first.sql).
+SELECT * FROM sb_queue_look(%s::integer, sb_texts(%s::jsonb))
 
 -- name: save_activated_task
 INSERT INTO sb_activated_tasks(session_id, task_id, queue_id, procedure_name, started_at,
