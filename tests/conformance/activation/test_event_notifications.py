@@ -15,6 +15,7 @@ from sbroker import (
 )
 from sbroker.core.messages import EVENT_NOTIFICATION
 from sbroker.engine.events import SENDER, create_notification_target, parse_event_instance
+from sbroker.services.activation.service import PUBLISH_SECONDS
 
 POST = "http://schemas.microsoft.com/SQL/Notifications/PostEventNotification"
 
@@ -102,8 +103,30 @@ def test_two_started_brokers_on_one_database_send_one_notification_per_interval(
         clock.advance(5)  # nobody received: one more, from whichever monitor looks first
         assert b._activation.sync() and a._activation.sync()
         assert len(events(a)) == 1
+        clock.advance(PUBLISH_SECONDS)  # the other broker's row reaches the view by then
+        assert b._activation.sync() and a._activation.sync()
         sent = sum(row["notifications_sent"] for row in a.view("dm_broker_queue_monitors"))
         assert sent == 2
+
+
+def test_a_monitor_row_reaches_another_brokers_view_within_the_publish_interval(
+        external: Broker, clock: FakeClock, db_path: str, send: Callable[..., None]) -> None:
+    """A broker writes its monitor rows at most every PUBLISH_SECONDS. A change the limit
+    held back is written once the interval has passed, not at the monitor's next decision
+    (up to monitor_interval later)."""
+    b = external
+    svc = b._activation
+    b.start()
+    assert svc.sync()  # its rows are written now: the next change is held back a while
+    send(b, 1)
+    assert svc.sync()
+    assert len(events(b)) == 1
+    assert svc.sync()  # the pass the RECEIVE of the notification asked for is done
+    with Broker.open(db_path, clock=clock) as other:
+        clock.advance(PUBLISH_SECONDS)
+        assert svc.sync()
+        [row] = other.view("dm_broker_queue_monitors")
+        assert (row["state"], row["notifications_sent"]) == ("NOTIFIED", 1)
 
 
 def test_a_subscriber_ending_the_dialog_gets_a_new_one_and_nothing_piles_up(

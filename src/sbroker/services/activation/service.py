@@ -175,9 +175,10 @@ class ActivationService(ClockLoop):
             return sum(1 for t in self._tasks.values() if queue in (None, t.queue_name))
 
     # -- views (kept in the database: instance-wide, as SQL Server's DMVs) --------------------
-    def publish(self, *, force: bool = True) -> None:
+    def publish(self, *, force: bool = True) -> float | None:
         """Write this process's monitor rows where they changed (``force=False``: at most
-        every PUBLISH_SECONDS; the views call it with force, so they are exact here)."""
+        every PUBLISH_SECONDS; the views call it with force, so they are exact here).
+        Returns the seconds until rows held back by that limit may be written, else None."""
         with self.lock:
             if self.running:
                 rows = {q: tuple(self._monitors[q].row()[k] for k in _MONITOR_FIELDS)
@@ -186,10 +187,10 @@ class ActivationService(ClockLoop):
                 rows = {}
         with self._publish_lock:
             if rows == self._published:
-                return
+                return None
             now = self.clock.monotonic()
             if not force and now - self._published_at < PUBLISH_SECONDS:
-                return
+                return self._published_at + PUBLISH_SECONDS - now
             session = self.engine.session_id
             gone = [q for q in self._published if q not in rows]
             changed = [(session, *row) for q, row in rows.items()
@@ -205,6 +206,7 @@ class ActivationService(ClockLoop):
             self.engine.store.commit_path.run(write, durable=False)
             self._published = rows
             self._published_at = now
+            return None
 
     def _publish_task(self, task: _Task, *, running: bool) -> None:
         session = self.engine.session_id
@@ -259,12 +261,15 @@ class ActivationService(ClockLoop):
 
     def run_once(self) -> float | None:
         now = self.clock.now()
-        if not (self._dirty or now >= self._next_due):
+        if self._dirty or now >= self._next_due:
+            self._dirty = False
+            self._next_due = self.evaluate(now)
+        # Rows the rate limit held back are written by a later pass, not left stale in the
+        # other brokers' views until the next decision (up to monitor_interval away).
+        held_back = self.publish(force=False)
+        if held_back is None:
             return self._next_due
-        self._dirty = False
-        self._next_due = self.evaluate(now)
-        self.publish(force=False)
-        return self._next_due
+        return min(self._next_due, now + held_back)
 
     def evaluate(self, now: float) -> float:
         """Re-evaluate every monitor; starts readers / posts notifications.  Next due time."""
