@@ -174,7 +174,13 @@ class Transmitter:
                 woken, self._wake = self._wake, False
             try:
                 if acks:
-                    self._delete_acked(acks)
+                    deleted = self._delete_acked(acks)
+                    if deleted is not None and deleted[1] >= watermark:
+                        # The top row is gone, and SQLite gives a new row the highest id
+                        # left plus one: ids at or below the watermark come back. Look
+                        # again from the lowest one deleted (rows in flight are skipped),
+                        # not only at the next full scan, a second later.
+                        watermark = min(watermark, deleted[0] - 1)
                 if failures:
                     self._record_failures(failures)
                 now = time.monotonic()
@@ -300,7 +306,9 @@ class Transmitter:
         return rows
 
     # -- acknowledgements and failures --------------------------------------------------------
-    def _delete_acked(self, acks: list[MessageAcked]) -> None:
+    def _delete_acked(self, acks: list[MessageAcked]) -> tuple[int, int] | None:
+        """Delete the acknowledged rows; the lowest and highest transmission-queue ids
+        deleted, if any."""
         tq: list[tuple[int]] = []
         out: list[tuple[int]] = []
         for a in acks:
@@ -311,7 +319,7 @@ class Transmitter:
             self._status.pop(ref, None)
             (tq if ref[0] == "tq" else out).append((ref[1],))
         if not tq and not out:
-            return
+            return None
 
         def delete(conn: Connection) -> None:
             sql = conn.sql
@@ -332,6 +340,8 @@ class Transmitter:
         self.acknowledged += len(tq) + len(out)
         for conversation_id in closed:
             self.forget_later(conversation_id, True, False)
+        ids = [rid for (rid,) in tq]
+        return (min(ids), max(ids)) if ids else None
 
     def _record_failures(self, failures: dict[Address, str]) -> None:
         statuses = [
