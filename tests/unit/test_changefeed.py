@@ -143,3 +143,24 @@ def test_between_watchers_the_poller_stays_a_while_looking_slowly_and_telling_no
     thread.join(10)
     assert not thread.is_alive() and feed._thread is None
     feed.close()
+
+
+def test_a_change_made_while_the_lingering_poller_paused_is_told_to_a_watcher_that_came(
+) -> None:
+    """A RECEIVE starts waiting while the lingering poller pauses, and the message it waits
+    for is committed before the poller looks: the look must tell it. (It was only noted, as
+    if nobody watched, and the reader slept until its half-second re-check.)"""
+    live, told = _Live(), []
+    feed = DataVersionFeed(lambda: live)  # type: ignore[arg-type, return-value]
+    stepper = _Stepper()
+    feed.pause = stepper.pause
+    feed.subscribe(lambda: told.append(live.version))
+    with feed.watch():
+        assert stepper.pauses.get(timeout=10) == POLL_SECONDS
+    assert stepper.step() == POLL_MAX_SECONDS  # nobody watches: a slow pause begins
+    with feed.watch():  # the next RECEIVE waits...
+        live.version = 2  # ...and its message is committed, both within that pause
+        stepper.step()
+        assert told == [2]
+    stepper.go.put(None)
+    feed.close()

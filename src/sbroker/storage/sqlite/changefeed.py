@@ -98,6 +98,10 @@ class DataVersionFeed:
                     interval = POLL_MAX_SECONDS
                 self.pause(interval)
                 current = conn.execute("PRAGMA data_version").fetchone()[0]
+                # Whoever watches now: a RECEIVE that began waiting during the pause already
+                # looked at its queue, and may wait for exactly this change.
+                with self._lock:
+                    watched = self._watchers > 0
                 if current != last and watched:
                     last = current
                     interval = POLL_SECONDS
