@@ -257,10 +257,13 @@ def database_at(path: Path, version: int) -> None:
             " receive_seq, lifetime_expires, created_at) VALUES"
             " (?, ?, 'C', ?, ?, ?, ?, ?, 'DEFAULT', 'CO', 5, ?, ?, 9e18, 0)",
             (order, handle, initiator, group, queue_id, service, far, initiator, 1 - initiator))
+    # From migration 10 a queue row names its group by number: the conv_order of the
+    # endpoint that first named it (here the target, 2).
+    group = ("group_id", "'G2'") if version < 10 else ("group_key", "2")
     conn.execute(
-        "INSERT INTO sb_messages(queue_id, group_id, handle, conv_order, msn, status, priority,"
-        " message_type, validation, body, message_id, service, contract) VALUES"
-        " (2, 'G2', ?, 2, 0, 1, 5, 'DEFAULT', 'N', x'6b657074', 'M', 'TS', 'DEFAULT')",
+        f"INSERT INTO sb_messages(queue_id, {group[0]}, handle, conv_order, msn, status,"
+        " priority, message_type, validation, body, message_id, service, contract) VALUES"
+        f" (2, {group[1]}, ?, 2, 0, 1, 5, 'DEFAULT', 'N', x'6b657074', 'M', 'TS', 'DEFAULT')",
         ("B" * 8 + "-0000-0000-0000-" + "0" * 12,))
     conn.execute("COMMIT")
     conn.close()

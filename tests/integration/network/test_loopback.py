@@ -387,3 +387,32 @@ def test_a_message_sent_after_the_transmission_queue_emptied_goes_at_once(
     with a.transaction() as tx:
         tx.send(h, body="m1")
     assert [x.text() for x in receive(b, 1)] == ["m1"]
+
+
+def test_a_message_that_takes_the_id_of_a_cleaned_up_one_in_flight_is_delivered(
+        tmp_path: Path, nodes: list[sbroker.Broker], monkeypatch: pytest.MonkeyPatch) -> None:
+    """END CONVERSATION WITH CLEANUP deletes a row the transmitter has in flight (the peer is
+    down). Were the next row given the same id, the transmitter would take it for the one in
+    flight: never hand it over, and delete it unsent when the old message is acknowledged."""
+    monkeypatch.setattr(transmitter, "FULL_SCAN_SECONDS", 3600.0)
+    a = node(tmp_path, "a", services={"SvcA": []})
+    b = node(tmp_path, "b", services={"SvcB": ["DEFAULT"]})
+    nodes += [a, b]
+    proxy = FaultProxy(port(b), Faults(mode="bytes"))
+    route(a, "SvcB", proxy.start())
+    route(b, "SvcA", a)
+    proxy.pause()
+    try:
+        old = _begin(a, "old")
+        sender = a.network.transmitter
+        assert sender is not None
+        wait_for(lambda: sender.in_flight() == 1, what="'old' handed to the protocol core")
+        with a.transaction() as tx:
+            tx.end_conversation(old, cleanup=True)
+        assert not tq(a)
+        _begin(a, "new")
+        proxy.resume()
+        wait_for(lambda: "new" in [x.text() for x in receive(b, 1)], what="'new' delivered")
+        wait_for(lambda: not tq(a), what="'new' acknowledged and deleted")
+    finally:
+        proxy.stop()

@@ -92,7 +92,7 @@ CREATE TABLE sb_net_endpoint ( id INTEGER PRIMARY KEY CHECK (id = 1), options TE
 CREATE TABLE sb_net_inbound ( conversation_id TEXT NOT NULL, from_initiator INTEGER NOT NULL, next_seq INTEGER NOT NULL, refused INTEGER NOT NULL DEFAULT 0, delete_after REAL NOT NULL, PRIMARY KEY (conversation_id, from_initiator) ) WITHOUT ROWID;
 
 -- table sb_net_outbox
-CREATE TABLE sb_net_outbox ( id INTEGER PRIMARY KEY, conversation_id TEXT NOT NULL, from_initiator INTEGER NOT NULL, msn INTEGER NOT NULL, from_service TEXT NOT NULL, to_service TEXT NOT NULL, contract TEXT NOT NULL, message_type TEXT NOT NULL, body BLOB NOT NULL, priority INTEGER NOT NULL, origin_instance TEXT, target_instance TEXT, expires_at REAL, enqueued_at REAL NOT NULL, transmission_status TEXT NOT NULL DEFAULT '' );
+CREATE TABLE "sb_net_outbox" ( id INTEGER PRIMARY KEY AUTOINCREMENT, conversation_id TEXT NOT NULL, from_initiator INTEGER NOT NULL, msn INTEGER NOT NULL, from_service TEXT NOT NULL, to_service TEXT NOT NULL, contract TEXT NOT NULL, message_type TEXT NOT NULL, body BLOB NOT NULL, priority INTEGER NOT NULL, origin_instance TEXT, target_instance TEXT, expires_at REAL, enqueued_at REAL NOT NULL, transmission_status TEXT NOT NULL DEFAULT '' );
 
 -- table sb_priorities
 CREATE TABLE sb_priorities ( name TEXT PRIMARY KEY, contract TEXT NOT NULL, local_service TEXT NOT NULL, remote_service TEXT NOT NULL, priority_level INTEGER NOT NULL CHECK (priority_level BETWEEN 1 AND 10) );
@@ -131,7 +131,7 @@ CREATE TABLE sb_stream_sinks ( query_id TEXT PRIMARY KEY, batch_id INTEGER NOT N
 CREATE TABLE sb_stream_sources ( queue_id INTEGER PRIMARY KEY REFERENCES sb_queues(queue_id) ON DELETE CASCADE, session_id INTEGER REFERENCES sb_sessions(session_id) ON DELETE SET NULL, claim_token TEXT, claimed_at REAL, committed INTEGER NOT NULL DEFAULT 0, planned INTEGER NOT NULL DEFAULT 0 );
 
 -- table sb_transmission_queue
-CREATE TABLE sb_transmission_queue ( tq_id INTEGER PRIMARY KEY, handle TEXT NOT NULL, conversation_id TEXT NOT NULL, is_initiator INTEGER NOT NULL, from_service TEXT NOT NULL, to_service TEXT NOT NULL, to_broker_instance TEXT, contract TEXT NOT NULL, message_type TEXT NOT NULL, msn INTEGER NOT NULL, body BLOB NOT NULL, priority INTEGER NOT NULL, message_id TEXT NOT NULL, enqueued_at REAL NOT NULL, transmission_status TEXT NOT NULL DEFAULT '', target_queue_id INTEGER, is_end_of_conversation INTEGER NOT NULL DEFAULT 0 );
+CREATE TABLE "sb_transmission_queue" ( tq_id INTEGER PRIMARY KEY AUTOINCREMENT, handle TEXT NOT NULL, conversation_id TEXT NOT NULL, is_initiator INTEGER NOT NULL, from_service TEXT NOT NULL, to_service TEXT NOT NULL, to_broker_instance TEXT, contract TEXT NOT NULL, message_type TEXT NOT NULL, msn INTEGER NOT NULL, body BLOB NOT NULL, priority INTEGER NOT NULL, message_id TEXT NOT NULL, enqueued_at REAL NOT NULL, transmission_status TEXT NOT NULL DEFAULT '', target_queue_id INTEGER, is_end_of_conversation INTEGER NOT NULL DEFAULT 0 );
 
 -- trigger sb_endpoints_group_moved
 CREATE TRIGGER sb_endpoints_group_moved AFTER UPDATE OF group_id ON sb_endpoints BEGIN UPDATE sb_endpoints SET group_key = coalesce( (SELECT f.group_key FROM sb_endpoints f WHERE f.group_id = new.group_id AND f.conv_order != new.conv_order LIMIT 1), new.conv_order) WHERE conv_order = new.conv_order; UPDATE sb_messages SET group_key = (SELECT group_key FROM sb_endpoints WHERE conv_order = new.conv_order) WHERE group_key = old.group_key AND handle = new.handle; END;
