@@ -113,7 +113,7 @@ class Engine:
 
     # -- after a commit or a rollback ---------------------------------------------------------
     def after_commit(self, ready_queues: set[int], released: set[int] | bool,
-                     wake_timers: bool) -> None:
+                     wake_timers: bool, *, transmitted: bool = False) -> None:
         if ready_queues or released:
             changed = None if released is True else ready_queues | (released or set())
             self.notifier.bump(changed)
@@ -121,6 +121,8 @@ class Engine:
             self.listeners.arrived(ready_queues)
         if wake_timers:
             self.on_timers()
+        if transmitted:
+            self.listeners.transmitted()
 
     def count_rollbacks(self, conn: Connection, queue_ids: Iterable[int]) -> list[int]:
         """Count a rolled-back RECEIVE per queue; disable poisoned queues.  Returns those."""

@@ -29,6 +29,10 @@ class Listener:
     def altered(self, queue_name: str) -> None:
         """ALTER QUEUE ran (or the queue was created, dropped or disabled)."""
 
+    def transmitted(self) -> None:
+        """Rows were committed into the transmission queue (messages for another broker,
+        or waiting for a route or a disabled queue)."""
+
 
 class Listeners(Listener):
     """The engine's listeners; calling a method here calls it on each of them."""
@@ -63,3 +67,7 @@ class Listeners(Listener):
     def altered(self, queue_name: str) -> None:
         for x in self._all:
             x.altered(queue_name)
+
+    def transmitted(self) -> None:
+        for x in self._all:
+            x.transmitted()

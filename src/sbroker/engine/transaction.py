@@ -390,7 +390,8 @@ class Transaction(Receiving):
         engine.forget_endpoints(ctx.changed)
         engine.forget_endpoints(op.handle for op in self._ops if isinstance(op, (End, Move)))
         self._release()
-        engine.after_commit(ctx.ready_queues, released, timers or ctx.tq_changed)
+        engine.after_commit(ctx.ready_queues, released, timers or ctx.tq_changed,
+                            transmitted=ctx.tq_changed)
 
     def _finish_receives(self, conn: Connection) -> None:
         if not self._received:

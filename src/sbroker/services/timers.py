@@ -30,5 +30,5 @@ class TimerService(ClockLoop):
 
         ctx, deadline = engine.store.commit_path.run(fire)
         engine.forget_endpoints(ctx.changed)
-        engine.after_commit(ctx.ready_queues, False, False)
+        engine.after_commit(ctx.ready_queues, False, False, transmitted=ctx.tq_changed)
         return deadline

@@ -10,6 +10,7 @@ from support.postgres import RunServer
 
 import sbroker
 from sbroker import Broker
+from sbroker.services.network import transmitter
 
 SECRET = "postgres network secret"
 FAST = {"retry_initial": 0.2, "retry_max": 2.0}
@@ -75,3 +76,19 @@ def test_a_dialog_between_two_postgresql_databases(nodes: tuple[Broker, Broker])
         tx.end_conversation(handle)
     assert a.view("transmission_queue") == [] or all(
         r["transmission_status"] == "" for r in a.view("transmission_queue"))
+
+
+def test_a_message_sent_by_the_serving_process_goes_at_once(
+        nodes: tuple[Broker, Broker], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The change feed tells a process of other processes' commits only: a message sent by
+    the process that runs the endpoint (``broker.start()``, then SEND) waited for the
+    transmitter's full scan, up to a second (here pushed off)."""
+    monkeypatch.setattr(transmitter, "FULL_SCAN_SECONDS", 3600.0)
+    a, b = nodes
+    assert b.network.address is not None
+    a.create_route("to-b", "B", f"tcp://127.0.0.1:{b.network.address[1]}")
+    for body in ("first", "second"):
+        with a.transaction() as tx:
+            tx.send(tx.begin_dialog("A", "B"), body=body)
+        assert [m.text() for m in _receive(b, 1)] == [body]
+

@@ -12,6 +12,7 @@ from uuid import UUID
 
 from sbroker.core.errors import BrokerError
 from sbroker.engine.api import EngineAPI
+from sbroker.engine.listeners import Listener
 from sbroker.protocol import (
     DialogConfig,
     DialogKey,
@@ -66,6 +67,7 @@ class NetworkService:
         self._tls_dir: tempfile.TemporaryDirectory[str] | None = None
         engine.views.add("dm_broker_connections", self.connections)
         engine.views.add("dm_broker_partial_messages", self.partial_messages)
+        engine.listeners.add(_Transmissions(self))
 
     # -- DDL ------------------------------------------------------------------------------
     def create_endpoint(self, host: str, port: int, *, exist_ok: bool = False,
@@ -235,3 +237,17 @@ class NetworkService:
              "fragment_count": p.fragment_count, "bytes_received": p.bytes_received}
             for peer, p in transport.partial_messages()
         ]
+
+
+class _Transmissions(Listener):
+    """This process's own commits into the transmission queue wake the transmitter at once.
+    The change feed tells of other processes' commits; on PostgreSQL it says nothing of our
+    own, and such a message waited for the transmitter's full scan (up to a second)."""
+
+    def __init__(self, service: NetworkService) -> None:
+        self.service = service
+
+    def transmitted(self) -> None:
+        sender = self.service.transmitter
+        if sender is not None:
+            sender.wake()
