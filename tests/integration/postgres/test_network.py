@@ -3,14 +3,17 @@ a dialog both ways, fragments of a large message, the end of the conversation on
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from support.postgres import RunServer
 
 import sbroker
 from sbroker import Broker
-from sbroker.services.network import transmitter
+from sbroker.services.network import transmitter, watermark
+from sbroker.storage.postgres.locks import PgTxStorage
 
 SECRET = "postgres network secret"
 FAST = {"retry_initial": 0.2, "retry_max": 2.0}
@@ -92,3 +95,48 @@ def test_a_message_sent_by_the_serving_process_goes_at_once(
             tx.send(tx.begin_dialog("A", "B"), body=body)
         assert [m.text() for m in _receive(b, 1)] == [body]
 
+
+def test_a_message_committed_after_a_later_one_was_read_goes_at_once(
+        nodes: tuple[Broker, Broker], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hosts commit at once: the transaction that took transmission id N can commit after
+    the one that took N + 1 was read and handed over. Its row went only at the next full scan
+    (a second later, here pushed off); the transmitter now holds the hole open."""
+    monkeypatch.setattr(transmitter, "FULL_SCAN_SECONDS", 3600.0)
+    monkeypatch.setattr(watermark, "GAP_SECONDS", 3600.0)
+    a, b = nodes
+    assert b.network.address is not None
+    a.create_route("to-b", "B", f"tcp://127.0.0.1:{b.network.address[1]}")
+    with a.transaction() as tx:
+        late, early = tx.begin_dialog("A", "B"), tx.begin_dialog("A", "B")
+    inserted, release = threading.Event(), threading.Event()
+    original = PgTxStorage.commit
+
+    def commit(self: PgTxStorage, apply: Callable[[Any], None], **kw: Any) -> None:
+        if threading.current_thread().name != "late":
+            return original(self, apply, **kw)
+
+        def apply_then_wait(conn: Any) -> None:
+            apply(conn)
+            conn.flush()  # the row has its id; the COMMIT waits
+            inserted.set()
+            assert release.wait(30)
+
+        return original(self, apply_then_wait, **kw)
+
+    monkeypatch.setattr(PgTxStorage, "commit", commit)
+
+    def send_late() -> None:
+        with a.transaction() as tx:
+            tx.send(late, body="late")
+
+    sender = threading.Thread(target=send_late, name="late")
+    sender.start()
+    try:
+        assert inserted.wait(30)
+        with a.transaction() as tx:
+            tx.send(early, body="early")
+        assert [m.text() for m in _receive(b, 1)] == ["early"]
+    finally:
+        release.set()
+        sender.join(30)
+    assert [m.text() for m in _receive(b, 1)] == ["late"]

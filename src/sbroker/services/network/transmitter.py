@@ -25,6 +25,7 @@ from sbroker.engine.api import EngineAPI
 from sbroker.engine.endpoints import NEVER
 from sbroker.protocol import DialogKey, Message, MessageAcked
 from sbroker.services.network.routing import Address, Resolution, resolve
+from sbroker.services.network.watermark import Watermark
 from sbroker.storage.ports import Connection
 
 log = logging.getLogger("sbroker.network")
@@ -105,6 +106,7 @@ class Transmitter:
         self._flight: dict[tuple[str, int], tuple[DialogKey, int, Address]] = {}
         self._by_key: dict[tuple[DialogKey, int], tuple[str, int]] = {}
         self._status: dict[tuple[str, int], str] = {}
+        self._mark: Watermark | None = None  # made by the first pass (the backend says how)
         self._last: dict[Address, tuple[Message, UUID | None]] = {}  # for nudges
         self._last_ack = time.monotonic()
         # Parsed ids by their text, kept across passes: one UUID object per conversation
@@ -161,7 +163,6 @@ class Transmitter:
     def _run(self) -> None:
         last_full = 0.0
         last_cleanup = time.monotonic()
-        watermark = 0
         catalog_version = ""
         while True:
             with self._cond:
@@ -174,13 +175,7 @@ class Transmitter:
                 woken, self._wake = self._wake, False
             try:
                 if acks:
-                    deleted = self._delete_acked(acks)
-                    if deleted is not None and deleted[1] >= watermark:
-                        # The top row is gone, and SQLite gives a new row the highest id
-                        # left plus one: ids at or below the watermark come back. Look
-                        # again from the lowest one deleted (rows in flight are skipped),
-                        # not only at the next full scan, a second later.
-                        watermark = min(watermark, deleted[0] - 1)
+                    self._delete_acked(acks)
                 if failures:
                     self._record_failures(failures)
                 now = time.monotonic()
@@ -192,7 +187,7 @@ class Transmitter:
                 if full or woken:
                     if full:
                         last_full, catalog_version = now, cat.version
-                    watermark = self._scan(0 if full else watermark)
+                    self._scan(full)
                 if full and self._flight and now - self._last_ack >= NUDGE_SECONDS:
                     self._nudge()
                 if self._forgets and self._forgets[0][0] <= now:
@@ -206,8 +201,8 @@ class Transmitter:
                     self._cond.wait(0.5)
 
     # -- handing rows to the core -----------------------------------------------------------
-    def _scan(self, watermark: int) -> int:
-        """Hand new rows over; returns the highest transmission-queue id seen."""
+    def _scan(self, full: bool) -> None:
+        """Hand new rows over: those above the watermark, or every row (``full``)."""
         # Start small so that the first messages go while the next rows are read, then
         # take more per pass as the pipeline fills.
         room = min(SCAN_BATCH, max(SCAN_FIRST, 2 * len(self._flight)),
@@ -216,12 +211,14 @@ class Transmitter:
         cat = engine.catalog(max_age=0.05)
         now = engine.clock.now()
         with engine.store.read() as conn:
+            mark = self._mark
+            if mark is None:
+                mark = self._mark = Watermark(in_order=conn.serial_writer)
             conn.begin()
             try:
-                rows = self._candidates(conn, watermark, room)
+                rows, present = self._candidates(conn, 0 if full else mark.value, room)
             finally:
                 conn.commit()
-        top = max([watermark, *(r.rid for r in rows if r.kind == "tq")])
         if self._honor():
             limit = now - self.starvation
             rows.sort(key=lambda r: (r.enqueued_at > limit, -r.priority, r.kind, r.rid))
@@ -229,7 +226,7 @@ class Transmitter:
             rows.sort(key=lambda r: (r.enqueued_at, r.kind, r.rid))
         chosen: list[tuple[_Row, Address, str | None]] = []
         statuses: list[tuple[str, int, str]] = []
-        skipped = top + 1  # rows left for lack of room are looked at again next time
+        left: set[int] = set()  # rows left for lack of room are read again next time
         me = cat.broker_instance
         routes: dict[tuple[str, str | None], Resolution] = {}
         for r in rows:
@@ -250,8 +247,7 @@ class Transmitter:
             if len(chosen) < room:
                 chosen.append((r, res.address, res.target_instance))
             elif r.kind == "tq":
-                skipped = min(skipped, r.rid)
-        top = min(top, skipped - 1)
+                left.add(r.rid)
         if statuses:
             self._write_statuses(statuses)
         honor = self._honor()
@@ -286,13 +282,18 @@ class Transmitter:
             self.sent += len(batch)
         if len(chosen) == room and room > 0 and len(self._flight) < self.max_in_flight:
             self.wake()  # more rows wait: take them in the next pass at once
-        return top
+        # Handed over now or before, or passed over (local, no route): not read again.
+        flight = self._flight
+        taken = {r.rid for r in rows if r.kind == "tq"} - left
+        mark.advance(present, taken.union(rid for rid in present if ("tq", rid) in flight))
 
-    def _candidates(self, conn: Connection, watermark: int, room: int) -> list[_Row]:
-        """Rows not handed over yet: ids first (cheap), details for the new ones only."""
-        (text,) = conn.execute(conn.sql.transmission_ids_after, (watermark,)).fetchone()
-        ids = sorted(int(x) for x in text.split(",")) if text else []
-        ids = [rid for rid in ids if ("tq", rid) not in self._flight]
+    def _candidates(self, conn: Connection, after: int, room: int) -> tuple[list[_Row],
+                                                                             list[int]]:
+        """Rows not handed over yet: ids first (cheap), details for the new ones only; and
+        every transmission-queue id read."""
+        (text,) = conn.execute(conn.sql.transmission_ids_after, (after,)).fetchone()
+        present = sorted(int(x) for x in text.split(",")) if text else []
+        ids = [rid for rid in present if ("tq", rid) not in self._flight]
         if not self._honor():  # send order: the oldest rows not handed over are enough
             ids = ids[: max(room, 1)]
         rows: list[_Row] = []
@@ -303,12 +304,10 @@ class Transmitter:
             rows += _split_bodies(json.loads(text), blob or b"")
         rows += [row for row in (_Row("out", *r) for r in conn.execute(conn.sql.outbox))
                  if ("out", row.rid) not in self._flight]
-        return rows
+        return rows, present
 
     # -- acknowledgements and failures --------------------------------------------------------
-    def _delete_acked(self, acks: list[MessageAcked]) -> tuple[int, int] | None:
-        """Delete the acknowledged rows; the lowest and highest transmission-queue ids
-        deleted, if any."""
+    def _delete_acked(self, acks: list[MessageAcked]) -> None:
         tq: list[tuple[int]] = []
         out: list[tuple[int]] = []
         for a in acks:
@@ -319,7 +318,7 @@ class Transmitter:
             self._status.pop(ref, None)
             (tq if ref[0] == "tq" else out).append((ref[1],))
         if not tq and not out:
-            return None
+            return
 
         def delete(conn: Connection) -> None:
             sql = conn.sql
@@ -340,8 +339,6 @@ class Transmitter:
         self.acknowledged += len(tq) + len(out)
         for conversation_id in closed:
             self.forget_later(conversation_id, True, False)
-        ids = [rid for (rid,) in tq]
-        return (min(ids), max(ids)) if ids else None
 
     def _record_failures(self, failures: dict[Address, str]) -> None:
         statuses = [
