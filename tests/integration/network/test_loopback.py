@@ -416,3 +416,34 @@ def test_a_message_that_takes_the_id_of_a_cleaned_up_one_in_flight_is_delivered(
         wait_for(lambda: not tq(a), what="'new' acknowledged and deleted")
     finally:
         proxy.stop()
+
+
+def test_messages_of_a_conversation_ended_with_cleanup_are_not_sent(
+        tmp_path: Path, nodes: list[sbroker.Broker]) -> None:
+    """WITH CLEANUP removes the conversation's messages from the transmission queue without
+    telling the far side: one already handed to the protocol core (the peer is down) must not
+    go either once the peer is back, nor keep its room in flight."""
+    a = node(tmp_path, "a", services={"SvcA": []})
+    b = node(tmp_path, "b", services={"SvcB": ["DEFAULT"]})
+    nodes += [a, b]
+    proxy = FaultProxy(port(b), Faults(mode="bytes"))
+    route(a, "SvcB", proxy.start())
+    route(b, "SvcA", a)
+    proxy.pause()
+    try:
+        old = _begin(a, "old")
+        sender = a.network.transmitter
+        assert sender is not None
+        wait_for(lambda: sender.in_flight() == 1, what="'old' handed to the protocol core")
+        with a.transaction() as tx:
+            tx.end_conversation(old, cleanup=True)
+        wait_for(lambda: sender.in_flight() == 0, what="'old' dropped from flight")
+        _begin(a, "new")
+        proxy.resume()
+        got = receive(b, 1)
+        wait_for(lambda: not tq(a), what="'new' acknowledged and deleted")
+        with b.transaction() as tx:
+            got += tx.receive("q")
+        assert [x.text() for x in got] == ["new"]
+    finally:
+        proxy.stop()

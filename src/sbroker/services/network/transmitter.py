@@ -219,6 +219,8 @@ class Transmitter:
                 rows, present = self._candidates(conn, 0 if full else mark.value, room)
             finally:
                 conn.commit()
+        if full:
+            self._drop_vanished(present)
         if self._honor():
             limit = now - self.starvation
             rows.sort(key=lambda r: (r.enqueued_at > limit, -r.priority, r.kind, r.rid))
@@ -305,6 +307,27 @@ class Transmitter:
         rows += [row for row in (_Row("out", *r) for r in conn.execute(conn.sql.outbox))
                  if ("out", row.rid) not in self._flight]
         return rows, present
+
+    def _drop_vanished(self, present: list[int]) -> None:
+        """Forget messages in flight whose rows are gone though no acknowledgement deleted
+        them: their endpoint went (END CONVERSATION WITH CLEANUP, a closed endpoint's end).
+        The protocol core stops sending them, as SQL Server drops such messages from its
+        transmission queue, and they no longer take room in flight."""
+        ids = set(present)
+        gone = [ref for ref in self._flight if ref[0] == "tq" and ref[1] not in ids]
+        if not gone:
+            return
+        keys = set()
+        for ref in gone:
+            key, seq, _ = self._flight.pop(ref)
+            self._by_key.pop((key, seq), None)
+            self._status.pop(ref, None)
+            keys.add(key)
+        left = {key for key, _, _ in self._flight.values()}
+        for key in keys - left:
+            self._forget(key)
+        log.info("dropped %d message(s) in flight whose conversation endpoint was deleted",
+                 len(gone))
 
     # -- acknowledgements and failures --------------------------------------------------------
     def _delete_acked(self, acks: list[MessageAcked]) -> None:

@@ -263,6 +263,8 @@ class BrokerTransport:
     def _forget(self, key: DialogKey) -> None:
         for engine in self._engines.values():
             engine.forget(key)
+        for address, waiting in self._waiting.items():  # for a peer not met yet
+            self._waiting[address] = [m for m in waiting if m.key != key]
 
     def _send(self, message: Message, address: Address, peer: UUID | None) -> None:
         self._send_batch([message], address, peer)
