@@ -3,6 +3,8 @@ the close handshake, broker errors across instances, routes, forwarding and secu
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,7 @@ import pytest
 import sbroker
 from sbroker.core import messages as m
 from sbroker.services.network import transmitter
+from sbroker.services.network.transmitter import Transmitter
 
 from .helpers import SECRET, endpoints, node, port, receive, route, tq, wait_for
 from .proxy import FaultProxy, Faults
@@ -389,12 +392,11 @@ def test_a_message_sent_after_the_transmission_queue_emptied_goes_at_once(
     assert [x.text() for x in receive(b, 1)] == ["m1"]
 
 
-def test_a_message_that_takes_the_id_of_a_cleaned_up_one_in_flight_is_delivered(
-        tmp_path: Path, nodes: list[sbroker.Broker], monkeypatch: pytest.MonkeyPatch) -> None:
-    """END CONVERSATION WITH CLEANUP deletes a row the transmitter has in flight (the peer is
-    down). Were the next row given the same id, the transmitter would take it for the one in
-    flight: never hand it over, and delete it unsent when the old message is acknowledged."""
-    monkeypatch.setattr(transmitter, "FULL_SCAN_SECONDS", 3600.0)
+@contextlib.contextmanager
+def _cleaned_up_in_flight(tmp_path: Path, nodes: list[sbroker.Broker]) -> Iterator[
+        tuple[sbroker.Broker, sbroker.Broker, FaultProxy, Transmitter]]:
+    """A's message 'old' handed to the protocol core while B is down (a paused proxy), then
+    its conversation ended WITH CLEANUP on A; yields (a, b, proxy, A's transmitter)."""
     a = node(tmp_path, "a", services={"SvcA": []})
     b = node(tmp_path, "b", services={"SvcB": ["DEFAULT"]})
     nodes += [a, b]
@@ -410,12 +412,22 @@ def test_a_message_that_takes_the_id_of_a_cleaned_up_one_in_flight_is_delivered(
         with a.transaction() as tx:
             tx.end_conversation(old, cleanup=True)
         assert not tq(a)
+        yield a, b, proxy, sender
+    finally:
+        proxy.stop()
+
+
+def test_a_message_that_takes_the_id_of_a_cleaned_up_one_in_flight_is_delivered(
+        tmp_path: Path, nodes: list[sbroker.Broker], monkeypatch: pytest.MonkeyPatch) -> None:
+    """END CONVERSATION WITH CLEANUP deletes a row the transmitter has in flight (the peer is
+    down). Were the next row given the same id, the transmitter would take it for the one in
+    flight: never hand it over, and delete it unsent when the old message is acknowledged."""
+    monkeypatch.setattr(transmitter, "FULL_SCAN_SECONDS", 3600.0)
+    with _cleaned_up_in_flight(tmp_path, nodes) as (a, b, proxy, _):
         _begin(a, "new")
         proxy.resume()
         wait_for(lambda: "new" in [x.text() for x in receive(b, 1)], what="'new' delivered")
         wait_for(lambda: not tq(a), what="'new' acknowledged and deleted")
-    finally:
-        proxy.stop()
 
 
 def test_messages_of_a_conversation_ended_with_cleanup_are_not_sent(
@@ -423,20 +435,7 @@ def test_messages_of_a_conversation_ended_with_cleanup_are_not_sent(
     """WITH CLEANUP removes the conversation's messages from the transmission queue without
     telling the far side: one already handed to the protocol core (the peer is down) must not
     go either once the peer is back, nor keep its room in flight."""
-    a = node(tmp_path, "a", services={"SvcA": []})
-    b = node(tmp_path, "b", services={"SvcB": ["DEFAULT"]})
-    nodes += [a, b]
-    proxy = FaultProxy(port(b), Faults(mode="bytes"))
-    route(a, "SvcB", proxy.start())
-    route(b, "SvcA", a)
-    proxy.pause()
-    try:
-        old = _begin(a, "old")
-        sender = a.network.transmitter
-        assert sender is not None
-        wait_for(lambda: sender.in_flight() == 1, what="'old' handed to the protocol core")
-        with a.transaction() as tx:
-            tx.end_conversation(old, cleanup=True)
+    with _cleaned_up_in_flight(tmp_path, nodes) as (a, b, proxy, sender):
         wait_for(lambda: sender.in_flight() == 0, what="'old' dropped from flight")
         _begin(a, "new")
         proxy.resume()
@@ -445,5 +444,3 @@ def test_messages_of_a_conversation_ended_with_cleanup_are_not_sent(
         with b.transaction() as tx:
             got += tx.receive("q")
         assert [x.text() for x in got] == ["new"]
-    finally:
-        proxy.stop()
