@@ -8,6 +8,9 @@ from __future__ import annotations
 import queue
 import threading
 
+import pytest
+
+from sbroker.engine.notify import Notifier
 from sbroker.storage.sqlite.changefeed import (
     LINGER_SECONDS,
     POLL_MAX_SECONDS,
@@ -162,5 +165,40 @@ def test_a_change_made_while_the_lingering_poller_paused_is_told_to_a_watcher_th
         live.version = 2  # ...and its message is committed, both within that pause
         stepper.step()
         assert told == [2]
+    stepper.go.put(None)
+    feed.close()
+
+
+class _NoSleep:
+    """A clock for the Notifier under test: waiting on it is the failure being tested."""
+
+    def now(self) -> float:
+        return 0.0
+
+    def monotonic(self) -> float:
+        return 0.0
+
+    def wait(self, cond: threading.Condition, deadline: float | None) -> None:
+        raise AssertionError("the reader slept though the change it waits for was noticed")
+
+
+def test_a_change_noticed_between_a_readers_look_and_its_wait_ends_the_wait_at_once() -> None:
+    """The reader takes its token and looks at the queue; the message is committed and the
+    lingering poller notices it while nobody watches (so it tells nobody); then the reader
+    begins to wait. It must look again at once, not sleep until its half-second re-check."""
+    live = _Live()
+    feed = DataVersionFeed(lambda: live)  # type: ignore[arg-type, return-value]
+    stepper = _Stepper()
+    feed.pause = stepper.pause
+    notifier = Notifier(_NoSleep(), feed)  # type: ignore[arg-type]
+    with feed.watch():
+        assert stepper.pauses.get(timeout=10) == POLL_SECONDS
+    assert stepper.step() == POLL_MAX_SECONDS  # the poller lingers, unwatched
+    token = notifier.token(1)  # the reader looks at queue 1: empty
+    live.version = 2  # the message is committed...
+    stepper.step()  # ...and noticed while nobody watches
+    notifier.wait(token, None, queue_id=1)  # returns at once
+    with pytest.raises(AssertionError, match="the reader slept"):
+        notifier.wait(notifier.token(1), None, queue_id=1)  # nothing new since: it sleeps
     stepper.go.put(None)
     feed.close()

@@ -38,20 +38,27 @@ class Notifier:
                     self._queues[q] = self._queues.get(q, 0) + 1
             self.cond.notify_all()
 
-    def token(self, queue_id: int | None = None) -> object:
-        """What to pass to :meth:`wait`: the global version, or one queue's."""
+    def token(self, queue_id: int | None = None) -> tuple[int, object]:
+        """What to pass to :meth:`wait`: the global version, or one queue's; and how many
+        changes the feed had noticed."""
         with self.cond:
-            return self._token(queue_id)
+            return self._feed.noticed, self._token(queue_id)
 
     def _token(self, queue_id: int | None) -> object:
         if queue_id is None:
             return self.version
         return (self._epoch, self._queues.get(queue_id, 0))
 
-    def wait(self, seen: object, deadline: float | None, queue_id: int | None = None) -> None:
-        """Return when the watched version differs from ``seen``, at ``deadline``, or after
-        RECHECK_SECONDS (waiters re-check now and then: dead lock holders)."""
+    def wait(self, token: tuple[int, object], deadline: float | None,
+             queue_id: int | None = None) -> None:
+        """Return when the watched version differs from the ``token``'s, at ``deadline``, or
+        after RECHECK_SECONDS (waiters re-check now and then: dead lock holders). Return at
+        once when the feed noticed a change since the token without telling it: nobody
+        watched then, and the caller may have looked at its queue before that commit."""
+        noticed, seen = token
         with self._feed.watch(), self.cond:
+            if self._feed.noticed != noticed:
+                return
             limit = self.clock.now() + RECHECK_SECONDS
             if deadline is not None:
                 limit = min(limit, deadline)

@@ -166,6 +166,13 @@ class ChangeFeed(Protocol):
         :meth:`watch` is in effect; at most every ``min_interval`` seconds."""
         ...
 
+    @property
+    def noticed(self) -> int:
+        """How many times the feed noticed another connection's commit, told or not (a
+        waiter compares it before and after it began watching: a change noticed while
+        nobody watched was not told)."""
+        ...
+
     def watch(self) -> AbstractContextManager[None]:
         """While entered, someone waits for other processes' commits: look for them."""
         ...

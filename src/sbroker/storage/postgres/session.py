@@ -73,6 +73,7 @@ class ListenFeed:
         self._conn: psycopg.Connection[Any] | None = None
         self._closed = False
         self.sent = 0
+        self.noticed = 0  # every change noticed is told: a waiter never misses one
         # Whether another session has the database open (the heartbeat looks every second;
         # a session that opens meanwhile polls every 0.5 s until then): else no NOTIFY.
         self.others = True

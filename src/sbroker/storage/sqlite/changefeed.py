@@ -39,6 +39,7 @@ class DataVersionFeed:
         self._lock = threading.Lock()
         self._subscribers = Subscribers()
         self._watchers = 0
+        self.noticed = 0  # data_version changes seen, told or not
         self._thread: threading.Thread | None = None
         self._closed = False
         self._wake = threading.Event()  # cuts the poller's pause short (close)
@@ -98,6 +99,8 @@ class DataVersionFeed:
                     interval = POLL_MAX_SECONDS
                 self.pause(interval)
                 current = conn.execute("PRAGMA data_version").fetchone()[0]
+                if current != last:
+                    self.noticed += 1
                 # Whoever watches now: a RECEIVE that began waiting during the pause already
                 # looked at its queue, and may wait for exactly this change.
                 with self._lock:
