@@ -39,7 +39,7 @@ def test_a_stage_runs_concurrently_and_reports_every_task(
     with executor.scheduler("stage") as s:
         ids = [s.exec_async("SELECT 'slow'") for _ in range(2)]
         while runner.max_running < 2:  # both readers run a task at once
-            s.broker.notifier.wait(s.broker.notifier.version, None)
+            s.broker.notifier.wait(s.broker.notifier.token(), None)
         gate.set()
         results = s.wait_all()
     assert sorted(r.log_id for r in results) == ids
@@ -95,7 +95,7 @@ def test_cancel_a_queued_task_and_a_running_one(
     with executor.scheduler(max_concurrency=None) as s:
         running = [s.exec_async("SELECT 'hang'") for _ in range(2)]
         while len(runner.running) < 2:
-            s.broker.notifier.wait(s.broker.notifier.version, None)
+            s.broker.notifier.wait(s.broker.notifier.token(), None)
         queued = s.exec_async("SELECT 'hang'")
         s.cancel(queued)
         s.cancel(running[0])
