@@ -216,7 +216,8 @@ class Transmitter:
                 mark = self._mark = Watermark(in_order=conn.serial_writer)
             conn.begin()
             try:
-                rows, present = self._candidates(conn, 0 if full else mark.value, room)
+                rows, present, unread = self._candidates(conn, 0 if full else mark.value,
+                                                         room)
             finally:
                 conn.commit()
         if full:
@@ -228,7 +229,7 @@ class Transmitter:
             rows.sort(key=lambda r: (r.enqueued_at, r.kind, r.rid))
         chosen: list[tuple[_Row, Address, str | None]] = []
         statuses: list[tuple[str, int, str]] = []
-        left: set[int] = set()  # rows left for lack of room are read again next time
+        left: list[int] = []  # rows left for lack of room are read again next time
         me = cat.broker_instance
         routes: dict[tuple[str, str | None], Resolution] = {}
         for r in rows:
@@ -249,7 +250,7 @@ class Transmitter:
             if len(chosen) < room:
                 chosen.append((r, res.address, res.target_instance))
             elif r.kind == "tq":
-                left.add(r.rid)
+                left.append(r.rid)
         if statuses:
             self._write_statuses(statuses)
         honor = self._honor()
@@ -284,20 +285,19 @@ class Transmitter:
             self.sent += len(batch)
         if len(chosen) == room and room > 0 and len(self._flight) < self.max_in_flight:
             self.wake()  # more rows wait: take them in the next pass at once
-        # Handed over now or before, or passed over (local, no route): not read again.
-        flight = self._flight
-        taken = {r.rid for r in rows if r.kind == "tq"} - left
-        mark.advance(present, taken.union(rid for rid in present if ("tq", rid) in flight))
+        # The rest was handed over now or before, or passed over (local, no route).
+        mark.advance(present, unread + left)
 
-    def _candidates(self, conn: Connection, after: int, room: int) -> tuple[list[_Row],
-                                                                             list[int]]:
-        """Rows not handed over yet: ids first (cheap), details for the new ones only; and
-        every transmission-queue id read."""
+    def _candidates(self, conn: Connection, after: int, room: int) -> tuple[
+            list[_Row], list[int], list[int]]:
+        """Rows not handed over yet: ids first (cheap), details for the new ones only; every
+        transmission-queue id read; and those not handed over whose details were not read."""
         (text,) = conn.execute(conn.sql.transmission_ids_after, (after,)).fetchone()
         present = sorted(int(x) for x in text.split(",")) if text else []
         ids = [rid for rid in present if ("tq", rid) not in self._flight]
+        unread: list[int] = []
         if not self._honor():  # send order: the oldest rows not handed over are enough
-            ids = ids[: max(room, 1)]
+            ids, unread = ids[: max(room, 1)], ids[max(room, 1):]
         rows: list[_Row] = []
         for i in range(0, len(ids), 500):
             part = ids[i : i + 500]
@@ -306,7 +306,7 @@ class Transmitter:
             rows += _split_bodies(json.loads(text), blob or b"")
         rows += [row for row in (_Row("out", *r) for r in conn.execute(conn.sql.outbox))
                  if ("out", row.rid) not in self._flight]
-        return rows, present
+        return rows, present, unread
 
     def _drop_vanished(self, present: list[int]) -> None:
         """Forget messages in flight whose rows are gone though no acknowledgement deleted

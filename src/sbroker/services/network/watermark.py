@@ -20,7 +20,7 @@ MAX_HOLES = 100_000  # ids skipped in bulk (not commits under way): not held for
 
 
 class Watermark:
-    """``advance(present, settled)`` after each pass; ``value`` is where the next one reads
+    """``advance(present, waiting)`` after each pass; ``value`` is where the next one reads
     from."""
 
     def __init__(self, *, in_order: bool, clock: Callable[[], float] = time.monotonic) -> None:
@@ -30,25 +30,25 @@ class Watermark:
         self._top: int | None = None  # the highest id read; None before the first pass
         self._holes: dict[int, float] = {}  # ids above it not read yet: since when
 
-    def advance(self, present: Collection[int], settled: Collection[int]) -> int:
+    def advance(self, present: Collection[int], waiting: Collection[int]) -> int:
         """After a pass that read ``present`` (the ids above the watermark; every id on a
-        full pass) and dealt with ``settled`` of them: handed over, in flight, or passed over.
-        A row present but not settled (no room for it yet) puts the watermark below it, lower
-        than it was if need be (a full pass finds rows passed over for want of a route)."""
+        full pass) and dealt with all but ``waiting`` of them (handed over, in flight, or
+        passed over). A row left waiting (no room for it yet) puts the watermark below it,
+        lower than it was if need be (a full pass finds rows passed over for want of a
+        route)."""
         value = self.value
-        waiting = [i for i in present if i not in settled]
         stop = min(waiting) - 1 if waiting else None
+        highest = max(present, default=value)
         if self._in_order or self._top is None:
             # The first pass reads every row: an older hole is the full scan's.
-            top = max((i for i in settled if i > value), default=value)
+            top = max(value, highest)
             self.value = top if stop is None else min(top, stop)
-            self._top = max(self.value, max(present, default=value))
+            self._top = top
             return self.value
         now = self._clock()
         holes = self._holes
-        highest = max(present, default=value)
         if highest > self._top:
-            seen = present if isinstance(present, (set, frozenset)) else set(present)
+            seen = set(present)
             born = range(self._top + 1, highest + 1)
             if len(born) - len(seen) <= MAX_HOLES:
                 holes.update((i, now) for i in born if i not in seen)
