@@ -49,9 +49,9 @@ def test_every_backend_defines_the_same_engine_statements() -> None:
     assert sorted(postgres - sqlite) == []
 
 
-# A single writer's SEND fast path (commit.apply_ops runs it only where the connection's
-# serial_writer is true): on PostgreSQL a commit locks its conversations first.
-SERIAL_WRITER_ONLY = {"send_direct", "bump_send_seq"}
+# A single writer numbers a direct SEND in a statement of its own (dialogs.send_direct); on
+# PostgreSQL send_direct numbers it too, under the conversation's lock.
+SERIAL_WRITER_ONLY = {"bump_send_seq"}
 
 
 @pytest.mark.parametrize("package", ["scheduler", "poison", "dashboard", "pipeline"])

@@ -92,10 +92,17 @@ def prefetch_senders(ctx: Context, senders: dict[str, int]) -> None:
 
 def send_direct(ctx: Context, op: Send, eps: dict[str, Endpoint]) -> bool:
     """A commit's only SEND, on one conversation whose local peer conversed at its last
-    commit: one INSERT ... SELECT puts the message in the peer's queue if the database agrees
-    (both ends conversing, nothing waiting in the transmission queue, the catalog this commit
-    checked against still current), then one UPDATE numbers the next by rowid.  False, with
-    nothing written, when it does not: the ordinary path then decides."""
+    commit: one statement puts the message in the peer's queue if the database agrees (both
+    ends conversing, nothing waiting in the transmission queue, the catalog this commit
+    checked against still current).  False, with nothing written, when it does not: the
+    ordinary path then decides.
+
+    Under a single writer (SQLite) the statement is an INSERT ... SELECT whose row count is
+    known at once, then one UPDATE numbers the next by rowid.  Elsewhere (PostgreSQL) a
+    function also locks the conversation and numbers the next, and its answer comes with
+    COMMIT in the same round trip: only a commit that does nothing else takes this path
+    (``ctx.alone``), and :attr:`Context.direct` tells the caller to commit again the
+    ordinary way if the database wrote nothing."""
     handles, mtype, body = op
     if len(handles) != 1:
         return False
@@ -110,20 +117,22 @@ def send_direct(ctx: Context, op: Send, eps: dict[str, Endpoint]) -> bool:
         return False
     conn = ctx.conn
     sql = conn.sql
-    if conn.execute(sql.send_direct, (
-            mtype, mt.validation_code, body, m.new_id(), ctx.now, ep.conv_order, handle,
-            peer[0], ctx.catalog.version)).rowcount != 1:
+    done = conn.execute(sql.send_direct, (
+        mtype, mt.validation_code, body, m.new_id(), ctx.now, ep.conv_order, handle, peer[0],
+        ctx.catalog.version))
+    if not conn.serial_writer:
+        ctx.direct = (handle, done)
+    elif done.rowcount != 1:
         ctx.peers.pop(handle, None)
         return False
-    conn.execute(sql.bump_send_seq, (ep.conv_order,))
+    else:
+        conn.execute(sql.bump_send_seq, (ep.conv_order,))
     ctx.ready_queues.add(peer[1])
     return True
 
 def _learn_peer(ctx: Context, handle: str, peer_order: int, peer_queue: int) -> None:
-    """Remember that ``handle``'s local peer converses (the next SEND may go direct; only
-    where one write transaction runs at a time: commit.apply_ops)."""
-    if not ctx.conn.serial_writer:
-        return
+    """Remember that ``handle``'s local peer converses: the next SEND may go direct (a hint,
+    which send_direct's statement checks)."""
     peers = ctx.peers
     if handle not in peers and len(peers) >= PEERS_KEPT:
         with contextlib.suppress(StopIteration, KeyError, RuntimeError):

@@ -9,7 +9,7 @@ from dataclasses import astuple, dataclass, field
 from typing import Any
 
 from sbroker.core.catalog import Catalog
-from sbroker.storage.ports import Connection
+from sbroker.storage.ports import Connection, Cursor
 
 ANTI_REPLAY_SECONDS = 30 * 60
 
@@ -100,6 +100,11 @@ class Context:
     # Conversations whose local peer was last seen conversing: sender handle -> the peer's
     # (rowid, queue). A SEND on one goes straight in (dialogs.send_direct); the engine's.
     peers: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # The commit does nothing but its SENDs (no RECEIVE, lock or application statement), so a
+    # backend that learns the outcome of a direct SEND only with COMMIT may try one; the
+    # handle and cursor of the one it tried (dialogs.send_direct).
+    alone: bool = False
+    direct: tuple[str, Cursor] | None = None
 
 def insert_endpoint(ctx: Context, ep: Endpoint) -> None:
     row = ctx.conn.query_one(ctx.conn.sql.insert_endpoint, astuple(ep)[1:])

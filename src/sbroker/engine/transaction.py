@@ -366,7 +366,8 @@ class Transaction(Receiving):
             return
         engine = self._engine
         ctx = Context(None, self._cat(), engine.clock.now(), engine.anti_replay,  # type: ignore[arg-type]
-                      peers=engine.direct_peers)
+                      peers=engine.direct_peers,
+                      alone=not (self._received or storage.locks or storage.held))
         sent = senders(self._ops, self._eps)
 
         def apply(conn: Connection) -> None:
@@ -380,6 +381,12 @@ class Transaction(Receiving):
         released = set(storage.locks.values())
         try:
             storage.commit(apply, received=bool(self._received), changed=bool(self._ops))
+            if ctx.direct is not None and ctx.direct[1].rowcount != 1:
+                # The direct SEND wrote nothing (its conversation changed since it was last
+                # seen) and the commit did nothing else: it is made again the ordinary way.
+                engine.direct_peers.pop(ctx.direct[0], None)
+                ctx.alone, ctx.direct = False, None
+                storage.commit(apply, received=False, changed=True)
         except BaseException as exc:
             self._state = "active"
             self.rollback()

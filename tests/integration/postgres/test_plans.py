@@ -32,6 +32,8 @@ SAMPLES = {
     "sb_reset_rollback_count": ("2",),
     "sb_consume": ("'{\"1\": \"M\"}'", "2"),
     "sb_set_send_seqs_bulk": ("'{\"1\": 2}'", "'[1]'"),
+    "sb_send_direct": ("'DEFAULT'", "'NONE'", "'\\x00'::bytea", "'M'", "0", "1", "'H'", "2",
+                       "'0'"),
 }
 
 GROWING = re.compile(r"Seq Scan on (sb_messages|sb_endpoints|sb_transmission_queue)\b")
@@ -84,7 +86,8 @@ def _nested_plans(conn: psycopg.Connection[Any]) -> list[str]:
     return plans
 
 
-@pytest.mark.parametrize("function", ["sb_consume", "sb_ready_senders", "sb_set_send_seqs"])
+@pytest.mark.parametrize("function", ["sb_consume", "sb_ready_senders", "sb_set_send_seqs",
+                                      "sb_send_direct"])
 def test_a_function_planned_on_a_small_queue_reads_the_grown_queue_by_key(
         pg_url: str, function: str) -> None:
     """The session's plan of these functions, made while the queue and the conversations
@@ -95,6 +98,9 @@ def test_a_function_planned_on_a_small_queue_reads_the_grown_queue_by_key(
             [(order, message_id, conv_order)] = conn.execute(
                 "SELECT m.queuing_order, m.message_id, e.conv_order FROM sb_messages m"
                 " JOIN sb_endpoints e ON e.handle = m.handle LIMIT 1").fetchall()
+            [(sender, handle, version)] = conn.execute(
+                "SELECT s.conv_order, s.handle, m.value FROM sb_endpoints s, sb_meta m"
+                " WHERE s.is_initiator = 1 AND m.key = 'catalog_version' LIMIT 1").fetchall()
             statement = {
                 "sb_consume": ("SELECT sb_consume(%s::jsonb, 2)",
                                (json.dumps({str(order): message_id}),)),
@@ -102,6 +108,9 @@ def test_a_function_planned_on_a_small_queue_reads_the_grown_queue_by_key(
                                      (conv_order,)),
                 "sb_set_send_seqs": ("SELECT sb_set_send_seqs(%s::jsonb, ARRAY[%s]::bigint[])",
                                      (json.dumps({str(conv_order): 7}), conv_order)),
+                "sb_send_direct": (
+                    "SELECT sb_send_direct('DEFAULT', 'N', '\\x00'::bytea, 'M', 0, %s, %s,"
+                    " %s, %s)", (sender, handle, conv_order, version)),
             }[function]
             for _ in range(8):  # PL/pgSQL settles on a plan after five calls
                 conn.execute("BEGIN")

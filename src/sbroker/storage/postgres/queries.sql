@@ -318,6 +318,14 @@ SELECT * FROM sb_ready_senders(sb_bigints(%s::jsonb))
 -- Params: send_seq, conv_order.
 UPDATE sb_endpoints SET send_seq = %s WHERE conv_order = %s
 
+-- name: send_direct
+-- A commit's one SEND on a conversation whose local peer conversed before, alone in its
+-- transaction: locks the conversation, checks, puts the message in the peer's queue and
+-- numbers the next (migration 0013). One row (the peer's queue) if it did, none if it wrote
+-- nothing. Params as on SQLite: message_type, validation, body, message_id, enqueued_at,
+-- sender rowid, sender handle, peer rowid, catalog version.
+SELECT q FROM sb_send_direct(%s, %s, %s, %s, %s, %s, %s, %s, %s) q WHERE q IS NOT NULL
+
 -- name: peer_and_pending
 -- Does the conversation have messages waiting in the transmission queue, and the peer
 -- endpoint if it exists. Params: handle, conversation_id, is_initiator.
