@@ -49,11 +49,16 @@ def apply_ops(engine: Engine, ctx: Context, ops: list[Op], eps: dict[str, Endpoi
     Every read below comes after the lock, so it sees what the previous holder committed.
     The catalog version comes with the lock: DDL since the statements ran rechecks them."""
     conn = ctx.conn
-    if len(ops) == 1 and type(ops[0]) is Send and (conn.serial_writer or ctx.alone) \
-            and dialogs.send_direct(ctx, ops[0], eps):
-        # One SEND straight into a conversing local peer's queue, checked in SQL (the catalog
-        # version included), in one statement that also locks the conversation where
-        # commits run at once (PostgreSQL).
+    if len(ops) == 1 and type(ops[0]) is Send and len(ops[0].handles) == 1:
+        if (conn.serial_writer or ctx.alone) and dialogs.send_direct(ctx, ops[0], eps):
+            # One SEND straight into a conversing local peer's queue, checked in SQL (the
+            # catalog version included), in one statement that also locks the conversation
+            # where commits run at once (PostgreSQL).
+            return
+    elif ctx.alone and sent and not conn.serial_writer \
+            and dialogs.send_direct_many(ctx, ops, eps):
+        # Many SENDs the same way, in one statement (a single writer numbers them in memory
+        # below instead, with no conversation to lock).
         return
     changed = conversations(ops, eps)
     # The lock's row is the catalog version, read after the senders' prefetch was sent: on

@@ -6,7 +6,9 @@ message in the transmission queue for the transmitter."""
 from __future__ import annotations
 
 import contextlib
+import json
 from dataclasses import fields
+from typing import Any
 
 from sbroker.core import messages as m
 from sbroker.core.conversation import SENDABLE, Effect, Event, State, transition
@@ -30,7 +32,7 @@ from sbroker.engine.endpoints import (
     load_peer,
     save_state,
 )
-from sbroker.engine.ops import Send
+from sbroker.engine.ops import Op, Send
 
 _N_FIELDS = len(fields(Endpoint))
 
@@ -90,6 +92,21 @@ def prefetch_senders(ctx: Context, senders: dict[str, int]) -> None:
         rows = ctx.conn.query_all(sql.senders, (ctx.conn.ids(whole),))
         ctx.pre = {row[1]: row for row in rows}
 
+def _direct_sender(ctx: Context, handle: str, mtype: str, body: bytes,
+                   eps: dict[str, Endpoint]) -> tuple[Endpoint, tuple[int, int], Any] | None:
+    """The sender, its learned peer (rowid, queue) and the message type, when a SEND of
+    ``mtype`` on ``handle`` may go straight into the peer's queue as far as this process
+    knows (the statement checks the rest in the database); else None."""
+    peer = ctx.peers.get(handle)
+    ep = eps.get(handle)
+    if peer is None or ep is None or ep.conv_order is None or mtype in m.SYSTEM_MESSAGE_TYPES:
+        return None
+    mt = ctx.catalog.message_types.get(mtype)
+    if mt is None or mt.check(body) is not None or not _direct(
+            ctx, ep.queue_id, ep.far_service, ep.far_broker_instance):
+        return None
+    return ep, peer, mt
+
 def send_direct(ctx: Context, op: Send, eps: dict[str, Endpoint]) -> bool:
     """A commit's only SEND, on one conversation whose local peer conversed at its last
     commit: one statement puts the message in the peer's queue if the database agrees (both
@@ -107,27 +124,55 @@ def send_direct(ctx: Context, op: Send, eps: dict[str, Endpoint]) -> bool:
     if len(handles) != 1:
         return False
     handle = handles[0]
-    peer = ctx.peers.get(handle)
-    ep = eps.get(handle)
-    if peer is None or ep is None or ep.conv_order is None or mtype in m.SYSTEM_MESSAGE_TYPES:
+    found = _direct_sender(ctx, handle, mtype, body, eps)
+    if found is None:
         return False
-    mt = ctx.catalog.message_types.get(mtype)
-    if mt is None or mt.check(body) is not None or not _direct(
-            ctx, ep.queue_id, ep.far_service, ep.far_broker_instance):
-        return False
+    ep, peer, mt = found
     conn = ctx.conn
     sql = conn.sql
     done = conn.execute(sql.send_direct, (
         mtype, mt.validation_code, body, m.new_id(), ctx.now, ep.conv_order, handle, peer[0],
         ctx.catalog.version))
     if not conn.serial_writer:
-        ctx.direct = (handle, done)
+        ctx.direct = ([handle], done)
     elif done.rowcount != 1:
         ctx.peers.pop(handle, None)
         return False
     else:
         conn.execute(sql.bump_send_seq, (ep.conv_order,))
     ctx.ready_queues.add(peer[1])
+    return True
+
+def send_direct_many(ctx: Context, ops: list[Op], eps: dict[str, Endpoint]) -> bool:
+    """A commit of SENDs only, alone in its transaction (``ctx.alone``), on conversations
+    whose local peers conversed at their last commit, where the database's answer comes with
+    COMMIT (PostgreSQL): one statement locks the conversations, checks them all, and puts
+    every message in its peer's queue numbered in order, or writes nothing (then
+    :attr:`Context.direct` has the caller commit again the ordinary way).  False, with
+    nothing sent, when this process already knows one of them cannot go so."""
+    rows: list[list[object]] = []
+    bodies: list[bytes] = []
+    queues: set[int] = set()
+    handles: list[str] = []
+    offset = 1
+    for op in ops:
+        if type(op) is not Send:
+            return False
+        for handle in op.handles:
+            found = _direct_sender(ctx, handle, op.message_type, op.body, eps)
+            if found is None:
+                return False
+            ep, peer, mt = found
+            rows.append([ep.conv_order, peer[0], op.message_type, mt.validation_code,
+                         m.new_id(), offset, len(op.body)])
+            bodies.append(op.body)
+            offset += len(op.body)
+            queues.add(peer[1])
+            handles.append(handle)
+    conn = ctx.conn
+    ctx.direct = (handles, conn.execute(conn.sql.send_direct_many, (
+        json.dumps(rows), b"".join(bodies), ctx.now, ctx.catalog.version)))
+    ctx.ready_queues.update(queues)
     return True
 
 def _learn_peer(ctx: Context, handle: str, peer_order: int, peer_queue: int) -> None:

@@ -102,9 +102,9 @@ class Context:
     peers: dict[str, tuple[int, int]] = field(default_factory=dict)
     # The commit does nothing but its SENDs (no RECEIVE, lock or application statement), so a
     # backend that learns the outcome of a direct SEND only with COMMIT may try one; the
-    # handle and cursor of the one it tried (dialogs.send_direct).
+    # handles and cursor of the one it tried (dialogs.send_direct, send_direct_many).
     alone: bool = False
-    direct: tuple[str, Cursor] | None = None
+    direct: tuple[list[str], Cursor] | None = None
 
 def insert_endpoint(ctx: Context, ep: Endpoint) -> None:
     row = ctx.conn.query_one(ctx.conn.sql.insert_endpoint, astuple(ep)[1:])

@@ -384,7 +384,8 @@ class Transaction(Receiving):
             if ctx.direct is not None and ctx.direct[1].rowcount != 1:
                 # The direct SEND wrote nothing (its conversation changed since it was last
                 # seen) and the commit did nothing else: it is made again the ordinary way.
-                engine.direct_peers.pop(ctx.direct[0], None)
+                for handle in ctx.direct[0]:
+                    engine.direct_peers.pop(handle, None)
                 ctx.alone, ctx.direct = False, None
                 storage.commit(apply, received=False, changed=True)
         except BaseException as exc:

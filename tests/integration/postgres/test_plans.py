@@ -34,6 +34,8 @@ SAMPLES = {
     "sb_set_send_seqs_bulk": ("'{\"1\": 2}'", "'[1]'"),
     "sb_send_direct": ("'DEFAULT'", "'NONE'", "'\\x00'::bytea", "'M'", "0", "1", "'H'", "2",
                        "'0'"),
+    "sb_send_direct_many": ("'[[1, 2, \"DEFAULT\", \"NONE\", \"M\", 1, 1]]'", "'\\x00'::bytea",
+                            "0", "'0'"),
 }
 
 GROWING = re.compile(r"Seq Scan on (sb_messages|sb_endpoints|sb_transmission_queue)\b")
@@ -87,7 +89,7 @@ def _nested_plans(conn: psycopg.Connection[Any]) -> list[str]:
 
 
 @pytest.mark.parametrize("function", ["sb_consume", "sb_ready_senders", "sb_set_send_seqs",
-                                      "sb_send_direct"])
+                                      "sb_send_direct", "sb_send_direct_many"])
 def test_a_function_planned_on_a_small_queue_reads_the_grown_queue_by_key(
         pg_url: str, function: str) -> None:
     """The session's plan of these functions, made while the queue and the conversations
@@ -98,9 +100,11 @@ def test_a_function_planned_on_a_small_queue_reads_the_grown_queue_by_key(
             [(order, message_id, conv_order)] = conn.execute(
                 "SELECT m.queuing_order, m.message_id, e.conv_order FROM sb_messages m"
                 " JOIN sb_endpoints e ON e.handle = m.handle LIMIT 1").fetchall()
-            [(sender, handle, version)] = conn.execute(
-                "SELECT s.conv_order, s.handle, m.value FROM sb_endpoints s, sb_meta m"
-                " WHERE s.is_initiator = 1 AND m.key = 'catalog_version' LIMIT 1").fetchall()
+            [(sender, handle, version)] = conn.execute(  # the peer of conv_order
+                "SELECT s.conv_order, s.handle, m.value FROM sb_endpoints s, sb_endpoints p,"
+                " sb_meta m WHERE p.conv_order = %s AND s.conversation_id = p.conversation_id"
+                " AND s.is_initiator = 1 - p.is_initiator AND m.key = 'catalog_version'",
+                (conv_order,)).fetchall()
             statement = {
                 "sb_consume": ("SELECT sb_consume(%s::jsonb, 2)",
                                (json.dumps({str(order): message_id}),)),
@@ -111,6 +115,9 @@ def test_a_function_planned_on_a_small_queue_reads_the_grown_queue_by_key(
                 "sb_send_direct": (
                     "SELECT sb_send_direct('DEFAULT', 'N', '\\x00'::bytea, 'M', 0, %s, %s,"
                     " %s, %s)", (sender, handle, conv_order, version)),
+                "sb_send_direct_many": (
+                    "SELECT sb_send_direct_many(%s::jsonb, '\\x00'::bytea, 0, %s)",
+                    (json.dumps([[sender, conv_order, "DEFAULT", "N", "M", 1, 1]]), version)),
             }[function]
             for _ in range(8):  # PL/pgSQL settles on a plan after five calls
                 conn.execute("BEGIN")

@@ -141,3 +141,105 @@ def test_hosts_sending_on_one_dialog_at_once_number_every_message_once(
     for n in range(2):
         mine = [m.text() for m in got if m.text().startswith(f"{n}-") and "warm" not in m.text()]
         assert mine == [f"{n}-{i}" for i in range(40)]
+
+
+def test_a_commit_of_many_sends_on_conversing_dialogs_is_one_round_trip(broker: Broker) -> None:
+    handles = [conversing(broker) for _ in range(3)]
+    with round_trips() as sent, broker.transaction() as tx:
+        for i in range(2):
+            for handle in handles:
+                tx.send(handle, body=f"{handle[:4]}-{i}")
+        tx.send(tuple(handles), body="to all")
+    assert len(sent) == 1 and "sb_send_direct_many" in sent[0], sent
+    by_conversation: dict[str, list[tuple[str, int]]] = {}
+    for m in _drain(broker):
+        by_conversation.setdefault(m.conversation_handle, []).append(
+            (m.text(), m.message_sequence_number))
+    prefixes = sorted(messages[2][0][:4] for messages in by_conversation.values())
+    assert prefixes == sorted(handle[:4] for handle in handles)  # one conversation each
+    for messages in by_conversation.values():
+        prefix = messages[2][0][:4]
+        assert messages == [("first", 0), ("second", 1), (f"{prefix}-0", 2),
+                            (f"{prefix}-1", 3), ("to all", 4)]
+
+
+def test_many_sends_that_meet_a_new_catalog_are_made_the_ordinary_way(
+        broker: Broker, pg_url: str) -> None:
+    handles = [conversing(broker) for _ in range(2)]
+    other = Broker.open(pg_url)
+    try:
+        with broker.transaction() as tx:
+            for handle in handles:
+                tx.send(handle, body="third")
+            other.create_message_type("Unrelated")  # another host's DDL before our COMMIT
+        with round_trips() as sent, broker.transaction() as tx:
+            for handle in handles:
+                tx.send(handle, body="fourth")
+    finally:
+        other.close()
+    assert len(sent) == 1 and "sb_send_direct_many" in sent[0]  # direct again afterwards
+    got = _drain(broker)
+    for handle in {m.conversation_handle for m in got}:
+        assert [(m.text(), m.message_sequence_number) for m in got
+                if m.conversation_handle == handle] == [
+            ("first", 0), ("second", 1), ("third", 2), ("fourth", 3)]
+
+
+def test_many_sends_one_on_a_dialog_another_host_ended_send_none(
+        broker: Broker, pg_url: str) -> None:
+    """The one statement writes nothing, and the ordinary commit then fails for the ended
+    conversation as it always did: the other conversation's message is not sent either."""
+    ended = conversing(broker)
+    kept = conversing(broker)
+    other = Broker.open(pg_url)
+    try:
+        with other.transaction() as tx:
+            [first, _] = tx.receive("TargetQueue")  # the oldest group: ended's
+            tx.end_conversation(first.conversation_handle)
+        with pytest.raises(sbroker.BrokerError) as failed, broker.transaction() as tx:
+            tx.send(kept, body="both")
+            tx.send(ended, body="both")
+    finally:
+        other.close()
+    assert failed.value.number == 8429
+    assert [m.text() for m in _drain(broker)] == ["first", "second"]  # kept's, none after
+
+
+def test_hosts_sending_many_on_two_dialogs_in_opposite_orders_number_every_message_once(
+        broker: Broker, pg_url: str) -> None:
+    """Commits of several SENDs lock their conversations in one order whatever the order of
+    the SENDs: two hosts naming two dialogs in opposite orders neither deadlock nor give a
+    number twice."""
+    pair = [conversing(broker) for _ in range(2)]
+    others = [Broker.open(pg_url) for _ in range(2)]
+    try:
+        for other in others:
+            with other.transaction() as tx:  # each host learns the conversing peers
+                for handle in pair:
+                    tx.send(handle, body="warm")
+
+        def sender(n: int, b: Broker) -> None:
+            order = pair if n == 0 else pair[::-1]
+            for i in range(30):
+                with b.transaction() as tx:
+                    for handle in order:
+                        tx.send(handle, body=f"{n}-{i}")
+
+        threads = [threading.Thread(target=sender, args=(n, b)) for n, b in enumerate(others)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(DEADLINE)
+            assert not thread.is_alive()
+    finally:
+        for other in others:
+            other.close()
+    by_conversation: dict[str, list[sbroker.Message]] = {}
+    for m in _drain(broker):
+        by_conversation.setdefault(m.conversation_handle, []).append(m)
+    assert len(by_conversation) == 2
+    for messages in by_conversation.values():
+        assert [m.message_sequence_number for m in messages] == list(range(64))
+        for n in range(2):
+            assert [m.text() for m in messages if m.text().startswith(f"{n}-")] == [
+                f"{n}-{i}" for i in range(30)]

@@ -148,8 +148,8 @@ def literals(parameters: Any) -> list[str] | None:
 # 0008). An UPDATE of the rows a JSON list names keeps being planned with its literals: its
 # generic plan, made while a table is small, scans the table whole.
 HOT = ("ready_senders", "lock_conversations", "insert_message", "insert_messages_json",
-       "set_send_seq", "send_direct", "receive_take_next", "receive_fetch", "receive_fetch_handle",
-       "reset_rollback_count")
+       "set_send_seq", "send_direct", "send_direct_many", "receive_take_next",
+       "receive_fetch", "receive_fetch_handle", "reset_rollback_count")
 HOT_BACKEND = ("consume", "set_send_seqs_bulk")
 
 

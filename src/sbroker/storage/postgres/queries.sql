@@ -326,6 +326,12 @@ UPDATE sb_endpoints SET send_seq = %s WHERE conv_order = %s
 -- sender rowid, sender handle, peer rowid, catalog version.
 SELECT q FROM sb_send_direct(%s, %s, %s, %s, %s, %s, %s, %s, %s) q WHERE q IS NOT NULL
 
+-- name: send_direct_many
+-- The same for a commit of several SENDs (migration 0013): one row (how many messages) if
+-- it sent them all, none if it wrote nothing. Params: the messages (JSON rows), their bodies
+-- (one bytea), enqueued_at, catalog version.
+SELECT n FROM sb_send_direct_many(%s::jsonb, %s::bytea, %s, %s) n WHERE n IS NOT NULL
+
 -- name: peer_and_pending
 -- Does the conversation have messages waiting in the transmission queue, and the peer
 -- endpoint if it exists. Params: handle, conversation_id, is_initiator.
