@@ -6,7 +6,7 @@ the ordinary way, with the same outcome as before."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import psycopg
@@ -35,6 +35,16 @@ def round_trips() -> Iterator[list[str]]:
         yield sent
     finally:
         psycopg.Cursor.execute = original  # type: ignore[method-assign]
+
+
+def at_once(sender: Callable[[int, Broker], None], brokers: list[Broker]) -> None:
+    """``sender(n, broker)`` for every broker, each in a thread of its own, all at once."""
+    threads = [threading.Thread(target=sender, args=(n, b)) for n, b in enumerate(brokers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(DEADLINE)
+        assert not thread.is_alive()
 
 
 def _drain(b: Broker) -> list[sbroker.Message]:
@@ -127,12 +137,7 @@ def test_hosts_sending_on_one_dialog_at_once_number_every_message_once(
             for i in range(40):
                 send(b, handle, f"{n}-{i}")
 
-        threads = [threading.Thread(target=sender, args=(n, b)) for n, b in enumerate(others)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(DEADLINE)
-            assert not thread.is_alive()
+        at_once(sender, others)
     finally:
         for other in others:
             other.close()
@@ -225,12 +230,7 @@ def test_hosts_sending_many_on_two_dialogs_in_opposite_orders_number_every_messa
                     for handle in order:
                         tx.send(handle, body=f"{n}-{i}")
 
-        threads = [threading.Thread(target=sender, args=(n, b)) for n, b in enumerate(others)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(DEADLINE)
-            assert not thread.is_alive()
+        at_once(sender, others)
     finally:
         for other in others:
             other.close()
