@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from support.helpers import DEADLINE, Background, on_hook
 
 import sbroker
 from sbroker import Broker, FakeClock
@@ -113,6 +114,21 @@ def test_receive_from_a_disabled_queue_is_9617_and_sends_wait(pair: Broker) -> N
     assert pair.view("transmission_queue") == []
     with pair.transaction() as tx:
         assert [m.text() for m in tx.receive("TargetQueue")] == ["waits"]
+
+
+def test_a_waiting_receive_fails_with_9617_once_its_queue_is_disabled(pair: Broker) -> None:
+    waiting = on_hook(pair, "waiting", "TargetQueue")
+
+    def wait() -> list[sbroker.Message]:
+        with pair.transaction() as tx:
+            return tx.receive("TargetQueue", timeout=60)
+
+    reader = Background(wait, "reader")
+    assert waiting.wait(DEADLINE)
+    pair.alter_queue("TargetQueue", status=False)
+    with pytest.raises(sbroker.QueueDisabledError) as e:
+        reader.result()
+    assert e.value.number == 9617
 
 
 def test_five_rolled_back_receives_disable_the_queue(pair: Broker) -> None:

@@ -132,8 +132,8 @@ class Receiving:
         try:
             while True:
                 seen = engine.notifier.token(q.queue_id)
-                if not first:
-                    q = self._cat(refresh=True).queue(queue)
+                if not first:  # it waited: the queue may have been altered meanwhile
+                    q = self._cat(again=True).queue(queue)
                 if not q.status:
                     raise QueueDisabledError(f"the queue {queue!r} is disabled (status off)")
                 result = attempt(q, fixed_group, fixed_handle, not first)

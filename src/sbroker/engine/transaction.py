@@ -121,8 +121,12 @@ class Transaction(Receiving):
     def _c(self) -> Connection:
         return self._storage.reader()
 
-    def _cat(self, refresh: bool = False) -> Catalog:
-        if self._catalog is None or refresh:
+    def _cat(self, refresh: bool = False, *, again: bool = False) -> Catalog:
+        """The catalog this transaction's statements check against: its snapshot, taken
+        from the engine's (checked against the database at most every CATALOG_MAX_AGE
+        seconds); ``again``: the engine's once more (a RECEIVE that waited); ``refresh``:
+        checked against the database now."""
+        if self._catalog is None or refresh or again:
             self._catalog = self._engine.catalogs.get(
                 self._c(), max_age=0.0 if refresh else CATALOG_MAX_AGE)
         return self._catalog
