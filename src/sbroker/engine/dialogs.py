@@ -6,11 +6,10 @@ message in the transmission queue for the transmitter."""
 from __future__ import annotations
 
 import contextlib
-import json
 from dataclasses import fields
-from typing import Any
 
 from sbroker.core import messages as m
+from sbroker.core.catalog import MessageType
 from sbroker.core.conversation import SENDABLE, Effect, Event, State, transition
 from sbroker.core.errors import CommitConflictError
 from sbroker.core.priority import match_priority
@@ -93,7 +92,8 @@ def prefetch_senders(ctx: Context, senders: dict[str, int]) -> None:
         ctx.pre = {row[1]: row for row in rows}
 
 def _direct_sender(ctx: Context, handle: str, mtype: str, body: bytes,
-                   eps: dict[str, Endpoint]) -> tuple[Endpoint, tuple[int, int], Any] | None:
+                   eps: dict[str, Endpoint]
+                   ) -> tuple[Endpoint, tuple[int, int], MessageType] | None:
     """The sender, its learned peer (rowid, queue) and the message type, when a SEND of
     ``mtype`` on ``handle`` may go straight into the peer's queue as far as this process
     knows (the statement checks the rest in the database); else None."""
@@ -171,7 +171,7 @@ def send_direct_many(ctx: Context, ops: list[Op], eps: dict[str, Endpoint]) -> b
             handles.append(handle)
     conn = ctx.conn
     ctx.direct = (handles, conn.execute(conn.sql.send_direct_many, (
-        json.dumps(rows), b"".join(bodies), ctx.now, ctx.catalog.version)))
+        conn.ids(rows), b"".join(bodies), ctx.now, ctx.catalog.version)))
     ctx.ready_queues.update(queues)
     return True
 
