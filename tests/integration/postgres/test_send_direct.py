@@ -66,6 +66,16 @@ def conversing(b: Broker) -> str:
 
 
 @pytest.fixture
+def other(pg_url: str) -> Iterator[Broker]:
+    """A second broker on the same database, as another host's."""
+    b = Broker.open(pg_url)
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+@pytest.fixture
 def broker(pg_url: str) -> Iterator[Broker]:
     # A clock that stands still: the catalog checked once stays fresh, so a SEND statement
     # reads nothing and the round trips counted are the commit's.
@@ -88,17 +98,13 @@ def test_a_send_on_a_conversing_dialog_commits_in_one_round_trip(broker: Broker)
 
 
 def test_a_direct_send_that_meets_a_new_catalog_is_made_the_ordinary_way(
-        broker: Broker, pg_url: str) -> None:
+        broker: Broker, other: Broker) -> None:
     handle = conversing(broker)
-    other = Broker.open(pg_url)
-    try:
-        with broker.transaction() as tx:
-            tx.send(handle, body="third")  # checked against the catalog this broker knows
-            other.create_message_type("Unrelated")  # another host's DDL before our COMMIT
-        with round_trips() as sent:
-            send(broker, handle, "fourth")
-    finally:
-        other.close()
+    with broker.transaction() as tx:
+        tx.send(handle, body="third")  # checked against the catalog this broker knows
+        other.create_message_type("Unrelated")  # another host's DDL before our COMMIT
+    with round_trips() as sent:
+        send(broker, handle, "fourth")
     assert len(sent) == 1 and "sb_send_direct" in sent[0]  # direct again afterwards
     got = _drain(broker)
     assert [(m.text(), m.message_sequence_number) for m in got] == [
@@ -106,17 +112,13 @@ def test_a_direct_send_that_meets_a_new_catalog_is_made_the_ordinary_way(
 
 
 def test_a_send_after_another_host_ended_the_dialog_fails_as_before(
-        broker: Broker, pg_url: str) -> None:
+        broker: Broker, other: Broker) -> None:
     handle = conversing(broker)
-    other = Broker.open(pg_url)
-    try:
-        with other.transaction() as tx:
-            [message, _] = tx.receive("TargetQueue")
-            tx.end_conversation(message.conversation_handle)
-        with pytest.raises(sbroker.BrokerError) as failed:
-            send(broker, handle, "too late")
-    finally:
-        other.close()
+    with other.transaction() as tx:
+        [message, _] = tx.receive("TargetQueue")
+        tx.end_conversation(message.conversation_handle)
+    with pytest.raises(sbroker.BrokerError) as failed:
+        send(broker, handle, "too late")
     assert failed.value.number == 8429
     with broker.transaction() as tx:
         types = [m.message_type_name for m in tx.receive("InitQueue")]
@@ -169,19 +171,15 @@ def test_a_commit_of_many_sends_on_conversing_dialogs_is_one_round_trip(broker: 
 
 
 def test_many_sends_that_meet_a_new_catalog_are_made_the_ordinary_way(
-        broker: Broker, pg_url: str) -> None:
+        broker: Broker, other: Broker) -> None:
     handles = [conversing(broker) for _ in range(2)]
-    other = Broker.open(pg_url)
-    try:
-        with broker.transaction() as tx:
-            for handle in handles:
-                tx.send(handle, body="third")
-            other.create_message_type("Unrelated")  # another host's DDL before our COMMIT
-        with round_trips() as sent, broker.transaction() as tx:
-            for handle in handles:
-                tx.send(handle, body="fourth")
-    finally:
-        other.close()
+    with broker.transaction() as tx:
+        for handle in handles:
+            tx.send(handle, body="third")
+        other.create_message_type("Unrelated")  # another host's DDL before our COMMIT
+    with round_trips() as sent, broker.transaction() as tx:
+        for handle in handles:
+            tx.send(handle, body="fourth")
     assert len(sent) == 1 and "sb_send_direct_many" in sent[0]  # direct again afterwards
     got = _drain(broker)
     for handle in {m.conversation_handle for m in got}:
@@ -191,21 +189,17 @@ def test_many_sends_that_meet_a_new_catalog_are_made_the_ordinary_way(
 
 
 def test_many_sends_one_on_a_dialog_another_host_ended_send_none(
-        broker: Broker, pg_url: str) -> None:
+        broker: Broker, other: Broker) -> None:
     """The one statement writes nothing, and the ordinary commit then fails for the ended
     conversation as it always did: the other conversation's message is not sent either."""
     ended = conversing(broker)
     kept = conversing(broker)
-    other = Broker.open(pg_url)
-    try:
-        with other.transaction() as tx:
-            [first, _] = tx.receive("TargetQueue")  # the oldest group: ended's
-            tx.end_conversation(first.conversation_handle)
-        with pytest.raises(sbroker.BrokerError) as failed, broker.transaction() as tx:
-            tx.send(kept, body="both")
-            tx.send(ended, body="both")
-    finally:
-        other.close()
+    with other.transaction() as tx:
+        [first, _] = tx.receive("TargetQueue")  # the oldest group: ended's
+        tx.end_conversation(first.conversation_handle)
+    with pytest.raises(sbroker.BrokerError) as failed, broker.transaction() as tx:
+        tx.send(kept, body="both")
+        tx.send(ended, body="both")
     assert failed.value.number == 8429
     assert [m.text() for m in _drain(broker)] == ["first", "second"]  # kept's, none after
 
