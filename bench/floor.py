@@ -40,6 +40,8 @@ engine's own overhead and the bound the storage puts on any engine:
   table by marking, as above.
 
 Same durability as the engine's default (WAL, synchronous=NORMAL); median of --runs.
+Issue 40's lean queue designs, measured the same way beside the peers: ``python -m
+bench.leanfloor`` (bench/lean.py, bench/leanpg.py).
 """
 
 from __future__ import annotations
@@ -121,12 +123,12 @@ def raw_insert(path: Path, n: int) -> dict[str, float]:
         conn.close()
 
 
-def _sbroker_schema(path: Path) -> tuple[int, list[tuple[object, ...]]]:
-    """A broker database with a queue and 100 dialogs; returns the target queue id and one
-    template row per dialog for sb_messages (the engine's own insert layout)."""
+def conversing_broker(target: str) -> None:
+    """Make, at ``target`` (a path or URL), queues q and qi and 100 dialogs svc_i -> svc_t
+    with both ends conversing (one message sent on each and received)."""
     from sbroker import Broker
 
-    broker = Broker.open(str(path))
+    broker = Broker.open(target)
     try:
         broker.create_queue("qi")
         broker.create_queue("q")
@@ -140,6 +142,12 @@ def _sbroker_schema(path: Path) -> tuple[int, list[tuple[object, ...]]]:
                 pass
     finally:
         broker.close()
+
+
+def _sbroker_schema(path: Path) -> tuple[int, list[tuple[object, ...]]]:
+    """A broker database with a queue and 100 dialogs; returns the target queue id and one
+    template row per dialog for sb_messages (the engine's own insert layout)."""
+    conversing_broker(str(path))
     conn = sqlite3.connect(path)
     try:
         queue_id = conn.execute("SELECT queue_id FROM sb_queues WHERE name = 'q'").fetchone()[0]
