@@ -39,7 +39,6 @@ from bench.servers import ServerPool
 from bench.systems.base import System
 from bench.systems.huey import Huey
 from bench.systems.litequeue import LiteQueue
-from bench.systems.postgres import Postgres
 from bench.systems.sbroker import Sbroker, SbrokerPostgres
 from bench.workloads import FULL, QUICK, Sizes, w1, w2
 
@@ -91,7 +90,10 @@ def _pg(pool: ServerPool, design: str, n: int) -> Figure:
         server = pool.get("postgres")
         url = server.create_database(  # type: ignore[attr-defined]
             f"lean_{os.getpid()}_{next(_databases)}")
-        return leanpg.w2_send(url, n, design)
+        cpu = server._pg.cpu_seconds  # type: ignore[attr-defined]
+        if design == "peer":
+            return leanpg.peer_send(url, n, cpu)
+        return leanpg.w2_send(url, n, design, cpu)
     return run
 
 
@@ -110,7 +112,7 @@ def plan(sizes: Sizes, pool: ServerPool, pg: bool,
     rows += [("W2", "engine", _system(Sbroker, pool, w2, sizes)),
              ("W2", "today's SQL, insert only", _sql(floor.sbroker_w2, n2))]
     if pg:
-        rows += [("PG W2", "raw SKIP LOCKED", _system(Postgres, pool, w2, sizes))]
+        rows += [("PG W2 send", "raw SKIP LOCKED", _pg(pool, "peer", n2))]
         rows += [("PG W2 send", f"{d} SQL", _pg(pool, d.replace("'s", ""), n2))
                  for d in ("today's", "lean")]
         rows += [("PG W2", "engine", _system(SbrokerPostgres, pool, w2, sizes))]
@@ -170,6 +172,7 @@ def _report(console: Console, figures: dict[tuple[str, str], list[float]], sizes
     for label, key, peer, at_least, ours in TARGETS:
         for name in ours:
             _ratio(console, figures, label, (key, name), (key, peer), at_least)
+    _cpu_ratios(console, figures)
     console.print("The engine against its own SQL alone (today's schema):")
     for key, sql in ENGINE_VS_FLOOR:
         _ratio(console, figures, f"  {key}", (key, "engine"), (key, sql), None)
@@ -187,6 +190,24 @@ def _pages(console: Console) -> None:
         got = _in_tmp(lambda d, make=make: lean.pages(make, d / "f.db"))  # type: ignore[misc]
         t.add_row(name, *(f"{got[s]:.1f}" for s in shapes))
     console.print(t)
+
+
+def _cpu_ratios(console: Console, figures: dict[tuple[str, str], list[float]]) -> None:
+    """PostgreSQL: the peer's client + server CPU per commit over each design's, per round
+    (less swayed by the machine's load than rates; >= 0.7 is the target's share)."""
+    def total(name: str) -> list[float]:
+        sides = [figures.get((f"PG W2 send {side} CPU us/commit", name), [])
+                 for side in ("client", "server")]
+        return [a + b for a, b in zip(*sides, strict=True)]
+
+    peer = total("raw SKIP LOCKED")
+    for name in POSTGRES[:-1]:
+        ours = total(name)
+        if ours and peer:
+            paired = [p / o for p, o in zip(peer, ours, strict=True)]
+            console.print(f"PG W2 send, CPU per commit (client + server): raw SKIP LOCKED /"
+                          f" {name} = {statistics.median(paired):.2f} (rounds:"
+                          f" {', '.join(f'{x:.2f}' for x in paired)})")
 
 
 def _ratio(console: Console, figures: dict[tuple[str, str], list[float]], label: str,

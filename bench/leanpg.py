@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 from bench.floor import conversing_broker
@@ -147,9 +148,47 @@ def _broker(url: str) -> tuple[list[tuple[int, int]], str]:
     return [(int(s), int(p)) for s, p in pairs], str(version)
 
 
-def w2_send(url: str, n: int, design: str) -> dict[str, float]:
+class _Meter:
+    """Wall time, this thread's CPU and the server's CPU (``server_cpu``: its processes'
+    seconds so far) over one phase, as figures per commit of BATCH messages."""
+
+    def __init__(self, server_cpu: Callable[[], float]) -> None:
+        self.server_cpu = server_cpu
+        self.wall, self.client, self.server = (time.perf_counter(), time.thread_time(),
+                                               server_cpu())
+
+    def figures(self, n: int) -> dict[str, float]:
+        commits = n / BATCH
+        return {"send": n / (time.perf_counter() - self.wall),
+                "client CPU us/commit": (time.thread_time() - self.client) / commits * 1e6,
+                "server CPU us/commit": (self.server_cpu() - self.server) / commits * 1e6}
+
+
+def peer_send(url: str, n: int, server_cpu: Callable[[], float]) -> dict[str, float]:
+    """W2's SEND of the raw SKIP LOCKED peer, as ``python -m bench`` runs it (its table,
+    PostgresClient.send_batch), with the same figures as :func:`w2_send`."""
+    import psycopg
+
+    from bench.systems.postgres import SCHEMA as PEER
+    from bench.systems.postgres import PostgresClient
+
+    with psycopg.connect(url, autocommit=True) as setup:
+        setup.execute(PEER.format(t="peer_queue"))
+    client = PostgresClient(url, "peer_queue", "normal")
+    bodies = [body(i, 200) for i in range(n)]
+    try:
+        meter = _Meter(server_cpu)
+        for j in range(0, n, BATCH):
+            client.send_batch(bodies[j:j + BATCH])
+        return meter.figures(n)
+    finally:
+        client.close()
+
+
+def w2_send(url: str, n: int, design: str, server_cpu: Callable[[], float]) -> dict[str, float]:
     """W2's SEND on ``design``: "today", or "lean" with ", bucketed" (the group index led by
-    buckets of positions, msn from a narrow table) or " + stream index": msgs/s."""
+    buckets of positions, msn from a narrow table) or " + stream index": msgs/s, and the
+    client's and the server's CPU per commit."""
     import psycopg
 
     pairs, version = _broker(url)
@@ -172,7 +211,7 @@ def w2_send(url: str, n: int, design: str) -> dict[str, float]:
         conn.execute("SET synchronous_commit = off")
         bodies = itertools.cycle([body(i, 200) for i in range(1000)])
         ids = itertools.count(1)
-        t0 = time.perf_counter()
+        meter = _Meter(server_cpu)
         for j in range(0, n, BATCH):
             rows, chunk, offset = [], [], 1
             for i in range(j, j + BATCH):
@@ -185,6 +224,6 @@ def w2_send(url: str, n: int, design: str) -> dict[str, float]:
                 json.dumps(rows), b"".join(chunk), time.time(), version))
             if cur.nextset() and cur.fetchone() is None:
                 raise AssertionError(f"{design}: the SEND wrote nothing")
-        return {"send": n / (time.perf_counter() - t0)}
+        return meter.figures(n)
     finally:
         conn.close()
