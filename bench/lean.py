@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.floor import BATCH, GROUPS, _message, _rate, _sbroker_schema
+from bench.floor import BATCH, GROUPS, _message, _sbroker_schema
 from bench.systems.sqlite import connect
 from bench.workloads import body
 
@@ -350,6 +350,24 @@ def _receive_all(q: Queue, n: int, top: int) -> None:
         got += k
 
 
+CPU = " per CPU s"
+"""Suffix of a phase's second figure: messages per CPU second (this process's threads, and
+the server's processes where there is one), which the machine's load sways less than
+messages per second."""
+
+
+def phase(name: str, n: int, run: Callable[[], object],
+          server_cpu: Callable[[], float] | None = None) -> dict[str, float]:
+    """Run one phase of ``n`` messages: its msgs/s and its msgs per CPU second."""
+    server = server_cpu() if server_cpu else 0.0
+    cpu, wall = time.process_time(), time.perf_counter()
+    run()
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    if server_cpu:
+        cpu += server_cpu() - server
+    return {name: n / wall, name + CPU: n / cpu}
+
+
 def _each(fn: Callable[[int], None], numbers: range) -> None:
     for i in numbers:
         fn(i)
@@ -360,8 +378,8 @@ def w1(make: Callable[..., Queue], path: Path, n: int, *,
     """W1: n SENDs one per commit round-robin over 100 dialogs, then n RECEIVEs."""
     q = make(path, checkpoints=checkpoints)
     try:
-        send = _rate(n, lambda: _each(q.send_one, range(n)))
-        return {"send": send, "receive": _rate(n, lambda: _receive_all(q, n, 1))}
+        return {**phase("send", n, lambda: _each(q.send_one, range(n))),
+                **phase("receive", n, lambda: _receive_all(q, n, 1))}
     finally:
         q.close()
 
@@ -371,8 +389,8 @@ def w2(make: Callable[..., Queue], path: Path, n: int, *,
     """W2: 100 SENDs per commit over 100 dialogs, then RECEIVE top 100 per commit."""
     q = make(path, checkpoints=checkpoints)
     try:
-        send = _rate(n, lambda: _each(q.send_batch, range(0, n, BATCH)))
-        return {"send": send, "receive": _rate(n, lambda: _receive_all(q, n, BATCH))}
+        return {**phase("send", n, lambda: _each(q.send_batch, range(0, n, BATCH))),
+                **phase("receive", n, lambda: _receive_all(q, n, BATCH))}
     finally:
         q.close()
 

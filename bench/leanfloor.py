@@ -4,19 +4,19 @@ alone, no engine) against issue 40's targets, with today's SQL and today's engin
 Every round runs each of these once, in turn (paired), at durability normal (WAL +
 synchronous=NORMAL; PostgreSQL synchronous_commit=off), with the bench's own sizes:
 
-- the peers as ``python -m bench`` runs them (bench.workloads' W1 and W2): huey (W1),
-  litequeue (W2 send), the raw SKIP LOCKED PostgreSQL table (W2 send);
+- the peers through the bench's own clients, W1 and W2 as bench.workloads runs them: huey
+  (W1), litequeue (W2 send), and the raw SKIP LOCKED PostgreSQL table's send_batch (W2 send);
 - sbroker's engine, the same way (W1 and W2 on SQLite, W2 on PostgreSQL);
-- today's SQL with no engine: bench.floor's W1 send and receive, W2's insert alone (the
-  figure earlier notes quote), and W2 with every statement of the engine's SEND commit
-  (bench.lean.today_w2); on PostgreSQL, sb_send_direct_many;
-- the lean design's SQL (bench.lean, bench.leanpg): W1 and W2 on SQLite, positions kept by
-  AUTOINCREMENT or by keeping the top row; W2 send on PostgreSQL, with and without today's
-  index of rows a stream has to number.
+- today's SQL with no engine (bench.lean.Today: the engine's own statements for each
+  commit), and bench.floor's W2 insert alone (the figure earlier notes quote); on
+  PostgreSQL, sb_send_direct_many;
+- the lean designs' SQL (bench.lean, bench.leanpg).
 
+Each phase gives msgs/s and msgs per CPU second (this process's threads, plus the server's
+processes on PostgreSQL): on a shared machine the second is swayed less by the load.
 Printed: each figure's median over the rounds and its range; each target's ratio in every
-round (paired) and their median; the load average before and after each round (the machine
-is shared: say it beside the figures).
+round (paired) and their median; the load average before and after each round; then the
+WAL pages each SQLite design writes per commit (deterministic).
 """
 
 from __future__ import annotations
@@ -36,11 +36,11 @@ from rich.table import Table
 
 from bench import floor, lean, leanpg
 from bench.servers import ServerPool
-from bench.systems.base import System
+from bench.systems.base import Client, System
 from bench.systems.huey import Huey
 from bench.systems.litequeue import LiteQueue
 from bench.systems.sbroker import Sbroker, SbrokerPostgres
-from bench.workloads import FULL, QUICK, Sizes, w1, w2
+from bench.workloads import FULL, QUICK, RECEIVE_TIMEOUT, Sizes, Tally, body
 
 Figure = Callable[[], dict[str, float]]
 
@@ -67,18 +67,52 @@ def _in_tmp(fn: Callable[[Path], dict[str, float]]) -> dict[str, float]:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _system(cls: type[System], pool: ServerPool, workload: Callable[..., dict[str, float]],
-            sizes: Sizes) -> Figure:
+def _system(cls: type[System], pool: ServerPool, shape: str, sizes: Sizes) -> Figure:
+    """A peer or the engine through the bench's own clients, W1 or W2 as bench.workloads
+    runs them (the same calls, the same checks), each phase measured by lean.phase."""
     def run() -> dict[str, float]:
         def go(workdir: Path) -> dict[str, float]:
             system = cls(pool)
             system.setup(workdir, "normal")
+            server = pool.get("postgres") if cls.servers else None
+            cpu = server._pg.cpu_seconds if server else None  # type: ignore[attr-defined]
+            client = system.client()
             try:
-                return workload(system, sizes)
+                return (_w1 if shape == "W1" else _w2)(system, client, sizes, cpu)
             finally:
+                client.close()
                 system.teardown()
         return _in_tmp(go)
     return run
+
+
+def _w1(system: System, c: Client, sizes: Sizes,
+        cpu: Callable[[], float] | None) -> dict[str, float]:
+    n, bodies = sizes.w1, [body(i, sizes.body) for i in range(sizes.w1)]
+    tally = Tally(n, sizes.body)
+    return {**lean.phase("send", n, lambda: [c.send_one(b) for b in bodies], cpu),
+            **lean.phase("receive", n, lambda: [tally.add(c.receive_one(RECEIVE_TIMEOUT))
+                                                for _ in range(n)], cpu)}
+
+
+def _w2(system: System, c: Client, sizes: Sizes,
+        cpu: Callable[[], float] | None) -> dict[str, float]:
+    n, k = sizes.w2, sizes.batch
+    bodies, tally = [body(i, sizes.body) for i in range(n)], Tally(n, sizes.body)
+    out = lean.phase("send", n, lambda: [c.send_batch(bodies[j:j + k])
+                                         for j in range(0, n, k)], cpu)
+    if system.no_batch_receive:
+        return out
+
+    def receive() -> None:
+        while tally.count < n:
+            got = c.receive_batch(k, RECEIVE_TIMEOUT)
+            if not got:
+                tally.add(None)
+            for b in got:
+                tally.add(b)
+
+    return {**out, **lean.phase("receive", n, receive, cpu)}
 
 
 def _sql(fn: Callable[[Path, int], dict[str, float]], n: int) -> Figure:
@@ -102,27 +136,32 @@ def plan(sizes: Sizes, pool: ServerPool, pg: bool,
     """(workload, row name, figure) in the order each round runs them."""
     n1, n2 = sizes.w1, sizes.w2
     designs = list(lean.DESIGNS.items())
-    rows: list[tuple[str, str, Figure]] = [("W1", "huey", _system(Huey, pool, w1, sizes))]
+    rows: list[tuple[str, str, Figure]] = [("W1", "huey", _system(Huey, pool, "W1", sizes))]
     rows += [("W1", name, _sql(functools.partial(lean.w1, make, checkpoints=checkpoints), n1))
              for name, make in designs]
-    rows += [("W1", "engine", _system(Sbroker, pool, w1, sizes)),
-             ("W2", "litequeue", _system(LiteQueue, pool, w2, sizes))]
+    rows += [("W1", "engine", _system(Sbroker, pool, "W1", sizes)),
+             ("W2", "litequeue", _system(LiteQueue, pool, "W2", sizes))]
     rows += [("W2", name, _sql(functools.partial(lean.w2, make, checkpoints=checkpoints), n2))
              for name, make in designs]
-    rows += [("W2", "engine", _system(Sbroker, pool, w2, sizes)),
+    rows += [("W2", "engine", _system(Sbroker, pool, "W2", sizes)),
              ("W2", "today's SQL, insert only", _sql(floor.sbroker_w2, n2))]
     if pg:
         rows += [("PG W2 send", "raw SKIP LOCKED", _pg(pool, "peer", n2))]
         rows += [("PG W2 send", f"{d} SQL", _pg(pool, d.replace("'s", ""), n2))
                  for d in ("today's", "lean")]
-        rows += [("PG W2", "engine", _system(SbrokerPostgres, pool, w2, sizes))]
+        rows += [("PG W2", "engine", _system(SbrokerPostgres, pool, "W2", sizes))]
         rows += [("PG W2 send", f"{d} SQL{rest}", _pg(pool, d + rest, n2))
                  for d, rest in (("lean", ", bucketed"), ("lean", " + stream index"))]
     return rows
 
 
 def _key(workload: str, metric: str) -> str:
-    return workload if workload.endswith(metric) else f"{workload} {metric}"
+    """The figure's name: "W1" and "send per CPU s" make "W1 send per CPU s", and so do
+    "W1 send" and the same metric."""
+    first, _, rest = metric.partition(" ")
+    if workload.endswith(first):
+        return f"{workload} {rest}" if rest else workload
+    return f"{workload} {metric}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -166,16 +205,20 @@ def _report(console: Console, figures: dict[tuple[str, str], list[float]], sizes
     for col in ("figure", "system / design", "median", "min - max"):
         t.add_column(col, justify="left" if col in ("figure", "system / design") else "right")
     for (key, name), values in sorted(figures.items()):
-        t.add_row(key, name, f"{statistics.median(values):,.0f}",
+        t.add_row(key.replace(lean.CPU, " per CPU second"), name,
+                  f"{statistics.median(values):,.0f}",
                   f"{min(values):,.0f} - {max(values):,.0f}")
     console.print(t)
-    for label, key, peer, at_least, ours in TARGETS:
-        for name in ours:
-            _ratio(console, figures, label, (key, name), (key, peer), at_least)
-    _cpu_ratios(console, figures)
-    console.print("The engine against its own SQL alone (today's schema):")
-    for key, sql in ENGINE_VS_FLOOR:
-        _ratio(console, figures, f"  {key}", (key, "engine"), (key, sql), None)
+    for suffix, what in (("", "msgs/s"), (lean.CPU, "msgs per CPU second")):
+        console.print(f"Targets on {what}, ratio per round (paired) and their median:")
+        for label, key, peer, at_least, ours in TARGETS:
+            for name in ours:
+                _ratio(console, figures, f"  {label}", (key + suffix, name),
+                       (key + suffix, peer), at_least)
+        console.print(f"The engine against its own SQL alone (today's schema), {what}:")
+        for key, sql in ENGINE_VS_FLOOR:
+            _ratio(console, figures, f"  {key}", (key + suffix, "engine"), (key + suffix, sql),
+                   None)
 
 
 def _pages(console: Console) -> None:
@@ -190,24 +233,6 @@ def _pages(console: Console) -> None:
         got = _in_tmp(lambda d, make=make: lean.pages(make, d / "f.db"))  # type: ignore[misc]
         t.add_row(name, *(f"{got[s]:.1f}" for s in shapes))
     console.print(t)
-
-
-def _cpu_ratios(console: Console, figures: dict[tuple[str, str], list[float]]) -> None:
-    """PostgreSQL: the peer's client + server CPU per commit over each design's, per round
-    (less swayed by the machine's load than rates; >= 0.7 is the target's share)."""
-    def total(name: str) -> list[float]:
-        sides = [figures.get((f"PG W2 send {side} CPU us/commit", name), [])
-                 for side in ("client", "server")]
-        return [a + b for a, b in zip(*sides, strict=True)]
-
-    peer = total("raw SKIP LOCKED")
-    for name in POSTGRES[:-1]:
-        ours = total(name)
-        if ours and peer:
-            paired = [p / o for p, o in zip(peer, ours, strict=True)]
-            console.print(f"PG W2 send, CPU per commit (client + server): raw SKIP LOCKED /"
-                          f" {name} = {statistics.median(paired):.2f} (rounds:"
-                          f" {', '.join(f'{x:.2f}' for x in paired)})")
 
 
 def _ratio(console: Console, figures: dict[tuple[str, str], list[float]], label: str,

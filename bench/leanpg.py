@@ -20,10 +20,11 @@ from __future__ import annotations
 import itertools
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from bench.floor import conversing_broker
+from bench.lean import phase
 from bench.workloads import body
 
 BATCH = 100
@@ -148,22 +149,6 @@ def _broker(url: str) -> tuple[list[tuple[int, int]], str]:
     return [(int(s), int(p)) for s, p in pairs], str(version)
 
 
-class _Meter:
-    """Wall time, this thread's CPU and the server's CPU (``server_cpu``: its processes'
-    seconds so far) over one phase, as figures per commit of BATCH messages."""
-
-    def __init__(self, server_cpu: Callable[[], float]) -> None:
-        self.server_cpu = server_cpu
-        self.wall, self.client, self.server = (time.perf_counter(), time.thread_time(),
-                                               server_cpu())
-
-    def figures(self, n: int) -> dict[str, float]:
-        commits = n / BATCH
-        return {"send": n / (time.perf_counter() - self.wall),
-                "client CPU us/commit": (time.thread_time() - self.client) / commits * 1e6,
-                "server CPU us/commit": (self.server_cpu() - self.server) / commits * 1e6}
-
-
 def peer_send(url: str, n: int, server_cpu: Callable[[], float]) -> dict[str, float]:
     """W2's SEND of the raw SKIP LOCKED peer, as ``python -m bench`` runs it (its table,
     PostgresClient.send_batch), with the same figures as :func:`w2_send`."""
@@ -177,18 +162,16 @@ def peer_send(url: str, n: int, server_cpu: Callable[[], float]) -> dict[str, fl
     client = PostgresClient(url, "peer_queue", "normal")
     bodies = [body(i, 200) for i in range(n)]
     try:
-        meter = _Meter(server_cpu)
-        for j in range(0, n, BATCH):
-            client.send_batch(bodies[j:j + BATCH])
-        return meter.figures(n)
+        return phase("send", n, lambda: [client.send_batch(bodies[j:j + BATCH])
+                                         for j in range(0, n, BATCH)], server_cpu)
     finally:
         client.close()
 
 
 def w2_send(url: str, n: int, design: str, server_cpu: Callable[[], float]) -> dict[str, float]:
     """W2's SEND on ``design``: "today", or "lean" with ", bucketed" (the group index led by
-    buckets of positions, msn from a narrow table) or " + stream index": msgs/s, and the
-    client's and the server's CPU per commit."""
+    buckets of positions, msn from a narrow table) or " + stream index": msgs/s, and msgs
+    per CPU second of this process and the server together."""
     import psycopg
 
     pairs, version = _broker(url)
@@ -211,19 +194,27 @@ def w2_send(url: str, n: int, design: str, server_cpu: Callable[[], float]) -> d
         conn.execute("SET synchronous_commit = off")
         bodies = itertools.cycle([body(i, 200) for i in range(1000)])
         ids = itertools.count(1)
-        meter = _Meter(server_cpu)
-        for j in range(0, n, BATCH):
-            rows, chunk, offset = [], [], 1
-            for i in range(j, j + BATCH):
-                sender, peer = pairs[i % len(pairs)]
-                b = next(bodies)
-                rows.append([sender, peer, "DEFAULT", "N", f"{next(ids):032X}", offset, len(b)])
-                chunk.append(b)
-                offset += len(b)
-            cur: Any = conn.execute("BEGIN; EXECUTE send(%s, %s, %s, %s); COMMIT", (
-                json.dumps(rows), b"".join(chunk), time.time(), version))
-            if cur.nextset() and cur.fetchone() is None:
-                raise AssertionError(f"{design}: the SEND wrote nothing")
-        return meter.figures(n)
+
+        def send() -> None:
+            for j in range(0, n, BATCH):
+                _commit(conn, pairs, j, bodies, ids, version, design)
+
+        return phase("send", n, send, server_cpu)
     finally:
         conn.close()
+
+
+def _commit(conn: Any, pairs: list[tuple[int, int]], j: int, bodies: Iterator[bytes],
+            ids: Iterator[int], version: str, design: str) -> None:
+    """One SEND commit of BATCH messages: BEGIN, the prepared call, COMMIT in one query."""
+    rows, chunk, offset = [], [], 1
+    for i in range(j, j + BATCH):
+        sender, peer = pairs[i % len(pairs)]
+        b = next(bodies)
+        rows.append([sender, peer, "DEFAULT", "N", f"{next(ids):032X}", offset, len(b)])
+        chunk.append(b)
+        offset += len(b)
+    cur: Any = conn.execute("BEGIN; EXECUTE send(%s, %s, %s, %s); COMMIT", (
+        json.dumps(rows), b"".join(chunk), time.time(), version))
+    if cur.nextset() and cur.fetchone() is None:
+        raise AssertionError(f"{design}: the SEND wrote nothing")
