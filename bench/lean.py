@@ -154,6 +154,7 @@ class _Db:
         from sbroker.storage.sqlite.checkpoint import SAFETY_PAGES, Checkpointer
 
         self.conn = connect(path, "normal")
+        self.received: list[tuple[object, int]] = []  # (conversation, msn) of the last RECEIVE
         self.checkpointer = None
         if checkpoints:
             self.conn.execute(f"PRAGMA wal_autocheckpoint = {SAFETY_PAGES}")
@@ -232,6 +233,7 @@ class Lean(_Db):
         rows = conn.execute(self.take_sql,
                             (self.queue_id, "me", top + 1, self.bucket or 12)).fetchall()
         taken, following = rows[:top], rows[top:]
+        self.received = [(r[3], r[4]) for r in taken]
         if taken:
             self._consume([(r[0], r[1]) for r in taken], taken[-1][3], taken[-1][4])
             if following:
@@ -290,7 +292,6 @@ class Today(_Db):
             " WHERE s.is_initiator = 1 ORDER BY s.conv_order").fetchall()
         self.version = conn.execute(SQL.catalog_version).fetchone()[0]
         self.bodies = itertools.cycle([body(i, 200) for i in range(1000)])
-        self.seqs = [1] * GROUPS
 
     def send_one(self, i: int) -> None:
         from sbroker.core.messages import new_id
@@ -307,18 +308,19 @@ class Today(_Db):
             raise AssertionError("the dialog was not conversing")
 
     def send_batch(self, start: int) -> None:
-        conn, seqs = self.conn, self.seqs
+        conn = self.conn
         picks = [i % GROUPS for i in range(start, start + BATCH)]
         conn.execute("BEGIN IMMEDIATE")
-        conn.execute(self.sql.ready_senders,
-                     (json.dumps([self.dialogs[g][0] for g in picks]),)).fetchall()
+        ready = {r[1]: r[2] for r in conn.execute(  # conv_order: send_seq, as the engine reads
+            self.sql.ready_senders, (json.dumps([self.dialogs[g][0] for g in picks]),))}
+        seqs = {g: ready[self.dialogs[g][0]] for g in set(picks)}
         rows = []
         for g in picks:
             row = _message(self.templates[g], seqs[g])
             rows.append(row[:10] + (next(self.bodies),) + row[11:])
             seqs[g] += 1
         conn.executemany(self.sql.insert_message, rows)
-        conn.executemany(self.sql.set_send_seq, [(seqs[g], self.dialogs[g][0]) for g in picks])
+        conn.executemany(self.sql.set_send_seq, [(seqs[g], self.dialogs[g][0]) for g in seqs])
         self.commit()
 
     def receive(self, top: int) -> int:
@@ -326,6 +328,7 @@ class Today(_Db):
         conn.execute("BEGIN IMMEDIATE")
         rows = conn.execute(self.sql.receive_take_next,
                             (self.queue_id, self.queue_id, "me", top)).fetchall()
+        self.received = [(r[4], r[5]) for r in rows]
         if rows:
             taken = [(r[2], r[11]) for r in rows]
             self.sweeper.consume(conn, taken, self.queue_id)  # type: ignore[arg-type]
