@@ -8,6 +8,9 @@ Rules (``../shared/DESIGN.md``):
 - no import cycle at all, across folders or among the files of one folder, counting imports
   under ``TYPE_CHECKING`` and inside functions;
 - only ``storage/sqlite/`` imports ``sqlite3``, only ``storage/postgres/`` imports psycopg;
+- no code above ``storage/`` reads a backend flag (``serial_writer``): what a backend does
+  differently is its own implementation of a port; the reads left from before are listed in
+  KNOWN_FLAG_READS, which may only shrink;
 - no module is over MAX_LINES lines.
 
 Run: ``python -m tools.archcheck`` (``-q``: only the verdict and the violations).
@@ -28,6 +31,13 @@ ROOT_LAYER = LAYERS.index("root")  # sbroker/__init__.py, broker.py, the public 
 MAX_LINES = 600
 DRIVERS = {"sqlite3": "storage/sqlite", "psycopg": "storage/postgres",
            "psycopg_pool": "storage/postgres"}
+BACKEND_FLAGS = frozenset({"serial_writer"})
+KNOWN_FLAG_READS = {  # issue 39: to go into a storage port, then off this list
+    "sbroker/engine/commit.py": 2,
+    "sbroker/engine/dialogs.py": 1,
+    "sbroker/services/network/transmitter.py": 1,
+}
+STORAGE_LAYER = LAYERS.index("storage")
 
 
 def module_name(path: Path, package: Path = PACKAGE) -> str:
@@ -72,6 +82,24 @@ def imports(path: Path, module: str, is_package: bool,
                 yield target, node.lineno
             for name in submodules:
                 yield name, node.lineno
+
+
+def flag_reads(path: Path) -> int:
+    """How many times the file reads an attribute named like a backend flag."""
+    tree = ast.parse(path.read_text("utf-8"), str(path))
+    return sum(isinstance(node, ast.Attribute) and node.attr in BACKEND_FLAGS
+               for node in ast.walk(tree))
+
+
+def _flag_problem(rel: Path, reads: int) -> str | None:
+    known = KNOWN_FLAG_READS.get(str(rel), 0)
+    if reads > known:
+        return (f"{rel}: reads a backend flag ({', '.join(sorted(BACKEND_FLAGS))}) {reads} "
+                f"time(s), {known} known: choose the backend's way in a storage port")
+    if reads < known:
+        return f"{rel}: reads a backend flag {reads} time(s), fewer than the {known} of " \
+               "KNOWN_FLAG_READS: lower it there"
+    return None
 
 
 def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -135,6 +163,10 @@ def check(verbose: bool = True, package: Path = PACKAGE) -> list[str]:
         lines = len(path.read_text("utf-8").splitlines())
         if lines > MAX_LINES:
             problems.append(f"{rel}: {lines} lines (at most {MAX_LINES})")
+        if layer_of(module) > STORAGE_LAYER:
+            flagged = _flag_problem(rel, flag_reads(path))
+            if flagged is not None:
+                problems.append(flagged)
         for target, line in imports(path, module, module in packages, files):
             top = target.split(".")[0]
             if top in DRIVERS and not str(rel.parent).startswith(

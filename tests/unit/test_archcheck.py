@@ -57,3 +57,14 @@ def test_importing_a_module_of_ones_own_package_is_no_cycle(tmp_path: Path) -> N
 
 def test_sbroker_keeps_the_rules() -> None:
     assert archcheck.check(verbose=False) == []
+
+
+def test_reading_a_backend_flag_above_storage_is_refused(tmp_path: Path) -> None:
+    package = _package(tmp_path, {
+        "storage/__init__.py": "",
+        "storage/store.py": "def f(conn):\n    return conn.serial_writer\n",
+        "engine/send.py": "def g(conn):\n    return 1 if conn.serial_writer else 2\n",
+    })
+    problems = archcheck.check(verbose=False, package=package)
+    assert len(problems) == 1
+    assert problems[0].startswith("pkg/engine/send.py: reads a backend flag (serial_writer)")
