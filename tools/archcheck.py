@@ -5,9 +5,12 @@ Rules (``../shared/DESIGN.md``):
   (core < protocol < storage < engine < services < apps < the root modules < cli): the root
   modules are the composition root ``broker.py`` and the public names (``__init__``,
   ``spark``, ``poison``), which the command line opens brokers with;
-- no import cycle crosses a folder, counting imports under ``TYPE_CHECKING`` and inside
-  functions;
+- no import cycle at all, across folders or among the files of one folder, counting imports
+  under ``TYPE_CHECKING`` and inside functions;
 - only ``storage/sqlite/`` imports ``sqlite3``, only ``storage/postgres/`` imports psycopg;
+- no code above ``storage/`` reads a backend flag (``serial_writer``): what a backend does
+  differently is its own implementation of a port; the reads left from before are listed in
+  KNOWN_FLAG_READS, which may only shrink;
 - no module is over MAX_LINES lines.
 
 Run: ``python -m tools.archcheck`` (``-q``: only the verdict and the violations).
@@ -19,7 +22,7 @@ import argparse
 import ast
 import sys
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "src" / "sbroker"
@@ -28,10 +31,17 @@ ROOT_LAYER = LAYERS.index("root")  # sbroker/__init__.py, broker.py, the public 
 MAX_LINES = 600
 DRIVERS = {"sqlite3": "storage/sqlite", "psycopg": "storage/postgres",
            "psycopg_pool": "storage/postgres"}
+BACKEND_FLAGS = frozenset({"serial_writer"})
+KNOWN_FLAG_READS = {  # issue 39: to go into a storage port, then off this list
+    "sbroker/engine/commit.py": 2,
+    "sbroker/engine/dialogs.py": 1,
+    "sbroker/services/network/transmitter.py": 1,
+}
+STORAGE_LAYER = LAYERS.index("storage")
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+def module_name(path: Path, package: Path = PACKAGE) -> str:
+    parts = list(path.relative_to(package.parent).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -49,8 +59,11 @@ def folder_of(module: str, is_package: bool) -> str:
     return "/".join(parts if is_package else parts[:-1])
 
 
-def imports(path: Path, module: str, is_package: bool) -> Iterator[tuple[str, int]]:
-    """(imported module or name, line) for every import in the file, wherever it stands."""
+def imports(path: Path, module: str, is_package: bool,
+            modules: Collection[str] = ()) -> Iterator[tuple[str, int]]:
+    """(imported module or name, line) for every import in the file, wherever it stands.
+    ``from pkg import sub`` names the module ``pkg.sub`` when it is one of ``modules``, not
+    ``pkg`` (which Python has loaded before any of its modules anyway)."""
     tree = ast.parse(path.read_text("utf-8"), str(path))
     base = module.split(".") if is_package else module.split(".")[:-1]
     for node in ast.walk(tree):
@@ -63,9 +76,30 @@ def imports(path: Path, module: str, is_package: bool) -> Iterator[tuple[str, in
                 target = ".".join([*anchor, *([node.module] if node.module else [])])
             else:
                 target = node.module or ""
-            yield target, node.lineno
-            for alias in node.names:  # "from pkg import module"
-                yield f"{target}.{alias.name}", node.lineno
+            names = [f"{target}.{alias.name}" for alias in node.names]
+            submodules = [name for name in names if name in modules]
+            if len(submodules) < len(names):  # some names are the module's own
+                yield target, node.lineno
+            for name in submodules:
+                yield name, node.lineno
+
+
+def flag_reads(path: Path) -> int:
+    """How many times the file reads an attribute named like a backend flag."""
+    tree = ast.parse(path.read_text("utf-8"), str(path))
+    return sum(isinstance(node, ast.Attribute) and node.attr in BACKEND_FLAGS
+               for node in ast.walk(tree))
+
+
+def _flag_problem(rel: Path, reads: int) -> str | None:
+    known = KNOWN_FLAG_READS.get(str(rel), 0)
+    if reads > known:
+        return (f"{rel}: reads a backend flag ({', '.join(sorted(BACKEND_FLAGS))}) {reads} "
+                f"time(s), {known} known: choose the backend's way in a storage port")
+    if reads < known:
+        return f"{rel}: reads a backend flag {reads} time(s), fewer than the {known} of " \
+               "KNOWN_FLAG_READS: lower it there"
+    return None
 
 
 def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -117,20 +151,26 @@ def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
-def check(verbose: bool = True) -> list[str]:
-    files = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+def check(verbose: bool = True, package: Path = PACKAGE) -> list[str]:
+    """The violations of the rules in ``package`` (sbroker unless a test gives another)."""
+    files = {module_name(p, package): p for p in sorted(package.rglob("*.py"))}
     packages = {m for m, p in files.items() if p.name == "__init__.py"}
     graph: dict[str, set[str]] = defaultdict(set)
     problems: list[str] = []
     for module, path in files.items():
         graph[module]
-        rel = path.relative_to(PACKAGE.parent)
+        rel = path.relative_to(package.parent)
         lines = len(path.read_text("utf-8").splitlines())
         if lines > MAX_LINES:
             problems.append(f"{rel}: {lines} lines (at most {MAX_LINES})")
-        for target, line in imports(path, module, module in packages):
+        if layer_of(module) > STORAGE_LAYER:
+            flagged = _flag_problem(rel, flag_reads(path))
+            if flagged is not None:
+                problems.append(flagged)
+        for target, line in imports(path, module, module in packages, files):
             top = target.split(".")[0]
-            if top in DRIVERS and not str(rel.parent).startswith(f"sbroker/{DRIVERS[top]}"):
+            if top in DRIVERS and not str(rel.parent).startswith(
+                    f"{package.name}/{DRIVERS[top]}"):
                 problems.append(f"{rel}:{line}: imports {top} (only {DRIVERS[top]}/ may)")
             if target not in files or target == module:
                 continue
@@ -141,8 +181,8 @@ def check(verbose: bool = True) -> list[str]:
                     f"{target} ({_layer_name(layer_of(target))}), a layer above it")
     for component in strongly_connected(graph):
         folders = {folder_of(m, m in packages) for m in component}
-        if len(folders) > 1:
-            problems.append("import cycle across folders: " + " -> ".join(component))
+        where = "across folders" if len(folders) > 1 else f"in {folders.pop()}"
+        problems.append(f"import cycle {where}: " + " -> ".join(component))
     if verbose:
         _print_graph(graph)
     return problems

@@ -130,10 +130,9 @@ def message_from_row(
     _j: Any = _set["validation"], _k: Any = _set["message_body"], _l: Any = _set["message_id"],
     _n: Any = _set["message_enqueue_time"],
 ) -> Message:
-    """``Message(*row)`` for a queue row of all its columns, in half the time: a frozen
-    dataclass's ``__init__`` sets each field through ``object.__setattr__``, and RECEIVE makes
-    one per row (0.79 against 1.34 µs here; W2 receives 100 per transaction). The bound slot
-    setters below are the fields in order."""
+    """``Message(*row)`` for a queue row of all its columns, without the frozen dataclass's
+    ``__init__`` (which sets each field through ``object.__setattr__``): RECEIVE makes one per
+    row. The bound slot setters below are the fields in order."""
     if len(row) != 13:
         return _m(*row)
     msg: Message = _new(_m)

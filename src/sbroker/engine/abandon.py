@@ -14,15 +14,25 @@ import logging
 import queue
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from typing import Any, Protocol
 
 from sbroker.core import threads
-from sbroker.storage.ports import TxStorage
-
-if TYPE_CHECKING:
-    from sbroker.engine.engine import Engine
+from sbroker.storage.ports import Connection, TxStorage
 
 log = logging.getLogger("sbroker.engine")
+
+
+class Undoer(Protocol):
+    """What the undertaker uses of the engine: whether it is closed, and a rollback's
+    bookkeeping (``Engine`` satisfies it)."""
+
+    closed: bool
+
+    def count_rollbacks(self, conn: Connection, queue_ids: Iterable[int]) -> list[int]: ...
+
+    def after_rollback(self, received: set[int], released: set[int] | bool,
+                       disabled: list[int]) -> None: ...
 
 
 class Leftovers:
@@ -45,7 +55,7 @@ class Abandoned:
     """The engine's undertaker: rolls back collected transactions on a thread of its own,
     started with the first one and joined by :meth:`close`."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Undoer) -> None:
         self._engine = weakref.ref(engine)
         self._queue: queue.SimpleQueue[Leftovers | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
@@ -85,7 +95,7 @@ class Abandoned:
             threads.join(thread, 10)
 
 
-def _undo(engine: Engine, left: Leftovers) -> None:
+def _undo(engine: Undoer, left: Leftovers) -> None:
     queues = left.queues
     disabled = left.storage.rollback(lambda conn: engine.count_rollbacks(conn, queues))
     left.storage.close()

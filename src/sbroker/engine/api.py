@@ -10,7 +10,7 @@ and ``Broker`` satisfy them structurally; nothing below the composition root imp
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from sbroker.core import messages as m
 from sbroker.core.catalog import Activation, Catalog
@@ -18,11 +18,9 @@ from sbroker.core.clock import Clock
 from sbroker.engine.endpoints import Context, Endpoint
 from sbroker.engine.listeners import Listeners
 from sbroker.engine.notify import Notifier
+from sbroker.engine.transaction import Transaction
 from sbroker.engine.views import Views
 from sbroker.storage.ports import Connection, Store
-
-if TYPE_CHECKING:
-    from sbroker.engine.transaction import Transaction
 
 
 class EngineAPI(Protocol):

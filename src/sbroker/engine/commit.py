@@ -4,15 +4,12 @@ order (SENDs through the dialog layer's fast path, the rest one by one)."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from sbroker.core.errors import CommitConflictError, ContractViolationError
 from sbroker.engine import catalog, dialogs
+from sbroker.engine.catalog import CatalogCache
 from sbroker.engine.endpoints import Context, Endpoint, insert_endpoint, load_endpoint
 from sbroker.engine.ops import Begin, End, Move, Op, Send, Timer
-
-if TYPE_CHECKING:
-    from sbroker.engine.engine import Engine
 
 
 def senders(ops: list[Op], eps: dict[str, Endpoint]) -> dict[str, int]:
@@ -39,7 +36,7 @@ def conversations(ops: list[Op], eps: dict[str, Endpoint]) -> list[str]:
     return sorted(out)
 
 
-def apply_ops(engine: Engine, ctx: Context, ops: list[Op], eps: dict[str, Endpoint],
+def apply_ops(catalogs: CatalogCache, ctx: Context, ops: list[Op], eps: dict[str, Endpoint],
               sent: dict[str, int]) -> None:
     """Apply ``ops`` on ``ctx.conn`` (inside the commit's write transaction).
 
@@ -75,7 +72,7 @@ def apply_ops(engine: Engine, ctx: Context, ops: list[Op], eps: dict[str, Endpoi
     if version != ctx.catalog.version:
         # DDL since the statements ran: check the sends against what is true now (a commit
         # that only receives uses no catalog), and prefetch for that catalog.
-        ctx.catalog = engine.catalogs.get(conn)
+        ctx.catalog = catalogs.get(conn)
         _recheck_sends(ctx, ops, eps)
         if sent:
             dialogs.prefetch_senders(ctx, sent)

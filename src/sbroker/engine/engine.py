@@ -13,7 +13,7 @@ from sbroker.core import messages as m
 from sbroker.core.catalog import Catalog
 from sbroker.core.clock import Clock
 from sbroker.core.errors import BrokerError, InvalidArgumentError
-from sbroker.engine import due
+from sbroker.engine import due, events
 from sbroker.engine.abandon import Abandoned
 from sbroker.engine.catalog import CatalogCache
 from sbroker.engine.endpoints import Context, Endpoint
@@ -150,8 +150,6 @@ class Engine:
     def queue_disabled(self, queue_id: int) -> None:
         """A queue was disabled by poison-message detection: tell the listeners, and post
         BROKER_QUEUE_DISABLED."""
-        from sbroker.engine import events  # events sends messages: it needs transactions
-
         self.catalogs.changed_here()
         queue = self.catalog().queues_by_id.get(queue_id)
         if queue is None:

@@ -17,23 +17,18 @@ import os
 import socket
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 from xml.etree import ElementTree as ET
 
 from sbroker.core import messages as m
 from sbroker.core.errors import DuplicateError
 from sbroker.engine import catalog
-
-if TYPE_CHECKING:
-    from sbroker.engine.api import EngineAPI
-    from sbroker.engine.transaction import Transaction
+from sbroker.engine.api import EngineAPI
+from sbroker.engine.shared import send_shared
 
 log = logging.getLogger("sbroker.events")
 SENDER = "sbroker/EventNotificationSender"
 QUEUE_ACTIVATION = "QUEUE_ACTIVATION"
 BROKER_QUEUE_DISABLED = "BROKER_QUEUE_DISABLED"
-_LIVE_STATES = ("SO", "SI", "CO")
-_MAX_REPLIES = 1000  # replies reaped per send, at most
 
 
 def event_instance(event_type: str, *, post_time: float, database_name: str, queue_name: str,
@@ -80,52 +75,6 @@ def create_notification_target(engine: EngineAPI, service: str) -> None:
     ensure_service(engine, service, (m.POST_EVENT_NOTIFICATION,))
 
 
-def _reap_replies(engine: EngineAPI, tx: Transaction, queue: str) -> None:
-    """End our side of shared dialogs the far side ended (EndDialog / Error replies)."""
-    for _ in range(_MAX_REPLIES):
-        msgs = tx.receive(queue)
-        if not msgs:
-            return
-        for msg in msgs:
-            if msg.message_type_name in (m.END_DIALOG, m.ERROR):
-                if msg.is_error:
-                    error = msg.error()
-                    log.warning("shared dialog %s failed: error %s: %s",
-                                msg.conversation_handle, *error, extra={
-                        "handle": msg.conversation_handle, "error": error})
-                tx.execute(engine.store.sql.forget_shared_dialog, (msg.conversation_handle,))
-                tx.end_conversation(msg.conversation_handle)
-            else:
-                log.warning("unexpected reply of type %s on shared dialog %s dropped",
-                            msg.message_type_name, msg.conversation_handle, extra={
-                    "handle": msg.conversation_handle, "type": msg.message_type_name})
-
-
-def send_shared(engine: EngineAPI, tx: Transaction, *, key: str, from_service: str,
-                to_service: str, contract: str, message_type: str, body: bytes) -> str:
-    """Inside ``tx``: send on the live dialog kept under ``key`` (beginning one if needed).
-
-    ``from_service`` must exist already (DDL cannot run while ``tx`` holds the write lock).
-    """
-    sql = engine.store.sql
-    cat = engine.catalog()
-    queue = cat.queues_by_id[cat.service(from_service).queue_id].name
-    # A write first: it takes the write lock, so concurrent senders on one key serialize.
-    tx.execute(sql.lock_shared_dialog, (key,))
-    _reap_replies(engine, tx, queue)
-    row = tx.execute(sql.shared_dialog, (key,)).fetchone()
-    handle: str | None = row[0] if row else None
-    if handle is not None:
-        state = tx.execute(sql.endpoint_state, (handle,)).fetchone()
-        if state is None or state[0] not in _LIVE_STATES:
-            handle = None
-    if handle is None:
-        handle = tx.begin_dialog(from_service, to_service, contract)
-        tx.execute(sql.save_shared_dialog, (key, handle))
-    tx.send(handle, message_type, body)
-    return handle
-
-
 def shared_send(engine: EngineAPI, *, key: str, from_service: str, to_service: str,
                 contract: str, message_type: str, body: bytes) -> str:
     """:func:`send_shared` in a transaction of its own; the dialog's handle."""
@@ -163,3 +112,8 @@ def post_event(engine: EngineAPI, queue_name: str, event_type: str) -> int:
             "notification": name, "event": event_type, "queue": queue_name,
             "to_service": service})
     return sent
+
+
+__all__ = ["BROKER_QUEUE_DISABLED", "QUEUE_ACTIVATION", "SENDER", "create_notification_target",
+           "ensure_service", "event_instance", "parse_event_instance", "post_event",
+           "prepare_sender", "send_shared", "shared_send"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sbroker.core import messages as m
 from sbroker.core.catalog import Catalog, Queue
@@ -17,12 +17,10 @@ from sbroker.core.errors import (
     QueueDisabledError,
 )
 from sbroker.engine import stopping
-
-if TYPE_CHECKING:
-    from sbroker.engine.abandon import Leftovers
-    from sbroker.engine.endpoints import Endpoint
-    from sbroker.engine.engine import Engine
-    from sbroker.storage.ports import TxStorage
+from sbroker.engine.abandon import Leftovers
+from sbroker.engine.endpoints import Endpoint
+from sbroker.engine.host import Host
+from sbroker.storage.ports import TxStorage
 
 
 def normalize_handle(handle: object) -> str:
@@ -53,7 +51,7 @@ def check_timeout(timeout: object) -> float | None:
 class Receiving:
     """The receiving statements of :class:`~sbroker.engine.transaction.Transaction`."""
 
-    _engine: Engine
+    _engine: Host
     _storage: TxStorage
     _received: dict[int, tuple[int, bool, str]]
     _received_queues: set[int]

@@ -41,9 +41,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from sbroker.core import messages as m
+from sbroker.core.catalog import Catalog
+from sbroker.core.clock import Clock
 from sbroker.core.conversation import SENDABLE
 from sbroker.core.errors import (
     BrokerError,
@@ -54,7 +56,9 @@ from sbroker.core.errors import (
     QueueDisabledError,
     QueueStreamedError,
 )
+from sbroker.engine.transaction import Transaction
 from sbroker.storage import queries
+from sbroker.storage.ports import Store
 
 PRIORITIES = range(10, 0, -1)
 LAST_POSITION = 2**63 - 1
@@ -67,6 +71,25 @@ SINK_ATTEMPTS = 3
 
 
 _opener: Callable[[str], Any] | None = None
+
+
+class StreamBroker(Protocol):
+    """What this module uses of a broker (``Broker`` satisfies it): its store, session,
+    catalog, clock and transactions."""
+
+    @property
+    def db(self) -> Store: ...
+
+    @property
+    def session_id(self) -> int: ...
+
+    @property
+    def catalog(self) -> Catalog: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    def transaction(self) -> Transaction: ...
 
 
 def set_opener(opener: Callable[[str], Any]) -> None:
@@ -84,12 +107,12 @@ def open_broker(url: str) -> Any:
     return _opener(url)
 
 
-def sql(broker: Any) -> queries.Queries:
+def sql(broker: StreamBroker) -> queries.Queries:
     """The statements of this module, in the broker's backend's dialect."""
-    return broker.db.sql  # type: ignore[no-any-return]
+    return broker.db.sql
 
 
-def _reap(broker: Any) -> None:
+def _reap(broker: StreamBroker) -> None:
     """Drop the rows of dead processes now (a claim may be among them)."""
     broker.db.reap(broker.session_id, force=True)
 
@@ -103,7 +126,7 @@ class QueueInfo:
     activation: bool
 
 
-def queue_info(broker: Any, name: str) -> QueueInfo:
+def queue_info(broker: StreamBroker, name: str) -> QueueInfo:
     """The queue ``name`` (NotFoundError if there is none)."""
     if not isinstance(name, str) or not name:
         raise InvalidArgumentError(f"a queue name is a non-empty string, got {name!r}")
@@ -134,7 +157,7 @@ class _Read:
 
 
 @contextlib.contextmanager
-def _reading(broker: Any) -> Iterator[_Read]:
+def _reading(broker: StreamBroker) -> Iterator[_Read]:
     with broker.db.read() as conn:
         conn.begin()
         try:
@@ -143,7 +166,7 @@ def _reading(broker: Any) -> Iterator[_Read]:
             conn.commit()
 
 
-def positions(broker: Any, queue_id: int, after: int, through: int = LAST_POSITION,
+def positions(broker: StreamBroker, queue_id: int, after: int, through: int = LAST_POSITION,
               limit: int = -1, *, snapshot: bool = False) -> list[int]:
     """Positions of the queue's ready messages in (after, through], in order, at most
     ``limit`` (-1: all).  ``snapshot``: every ready message (a batch read), by queuing order,
@@ -156,7 +179,7 @@ def positions(broker: Any, queue_id: int, after: int, through: int = LAST_POSITI
     return out if limit < 0 else out[:limit]
 
 
-def read_range(broker: Any, queue_id: int, after: int, through: int, *,
+def read_range(broker: StreamBroker, queue_id: int, after: int, through: int, *,
                snapshot: bool = False) -> list[tuple[Any, ...]]:
     """The queue's ready messages in (after, through], in position order: (handle, group,
     message_sequence_number, message_type, service, body, enqueued_at, priority, position);
@@ -185,7 +208,7 @@ class StreamSource:
     """A queue held by one stream reader, on Spark's driver: claim it, plan batches by
     position, receive what Spark has committed, release it."""
 
-    def __init__(self, broker: Any, queue: str) -> None:
+    def __init__(self, broker: StreamBroker, queue: str) -> None:
         self.broker = broker
         self.queue = queue_info(broker, queue)
         self.committed = 0
@@ -346,7 +369,7 @@ class SinkTarget:
     message_type: str = m.DEFAULT
 
 
-def check_target(broker: Any, target: SinkTarget) -> None:
+def check_target(broker: StreamBroker, target: SinkTarget) -> None:
     """A clear error unless a sink can send to ``target``."""
     cat = broker.catalog
     cat.service(target.from_service)
@@ -376,7 +399,7 @@ class _Raced(Exception):
     """Another writer mapped a key meanwhile: send the batch again."""
 
 
-def send_rows(broker: Any, target: SinkTarget, keys: Sequence[str],
+def send_rows(broker: StreamBroker, target: SinkTarget, keys: Sequence[str],
               bodies: Sequence[bytes | str], *, query_id: str | None = None,
               batch_id: int | None = None) -> int:
     """Send one message per body in ONE broker transaction, the bodies of one key on one
@@ -399,7 +422,7 @@ def send_rows(broker: Any, target: SinkTarget, keys: Sequence[str],
     raise AssertionError("unreachable")
 
 
-def _send_once(broker: Any, target: SinkTarget, keys: Sequence[str],
+def _send_once(broker: StreamBroker, target: SinkTarget, keys: Sequence[str],
                bodies: Sequence[bytes | str], query_id: str | None,
                batch_id: int | None) -> int:
     statements = sql(broker)

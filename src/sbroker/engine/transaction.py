@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from sbroker.core import messages as m
 from sbroker.core.catalog import Catalog
@@ -35,12 +35,11 @@ from sbroker.engine import dialogs
 from sbroker.engine.abandon import Leftovers
 from sbroker.engine.commit import apply_ops, senders
 from sbroker.engine.endpoints import Context, Endpoint, load_endpoint
+from sbroker.engine.host import Host
 from sbroker.engine.ops import Begin, End, Move, Op, Send, Timer
 from sbroker.engine.receive import Receiving, check_timeout, normalize_handle
+from sbroker.engine.shared import send_shared
 from sbroker.storage.ports import Connection, Cursor
-
-if TYPE_CHECKING:
-    from sbroker.engine.engine import Engine
 
 CATALOG_MAX_AGE = 0.05  # see engine.CATALOG_MAX_AGE
 MAX_LIFETIME = 2**31 - 1
@@ -76,7 +75,7 @@ class Rows:
 class Transaction(Receiving):
     """``with broker.transaction() as tx:`` — commits on normal exit, rolls back on error."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Host) -> None:
         self._engine = engine
         self._owner = f"{engine.session_id}:{next(_owners)}"
         self._storage = engine.store.tx_storage(self._owner, engine.session_id,
@@ -340,9 +339,7 @@ class Transaction(Receiving):
         """SEND on the dialog kept under ``key`` (begun on first use, begun again when the
         far side ended it): one dialog for a stream of notices, as event notifications use.
         ``from_service`` must exist already.  Returns the dialog's handle."""
-        from sbroker.engine import events
-
-        return events.send_shared(self._engine, self, key=key, from_service=from_service,
+        return send_shared(self._engine, self, key=key, from_service=from_service,
                                   to_service=to_service, contract=contract,
                                   message_type=message_type, body=body)
 
@@ -380,7 +377,7 @@ class Transaction(Receiving):
             # Received rows first: a conversation this transaction also ends then counts
             # them as received, not removed unreceived.
             self._finish_receives(conn)
-            apply_ops(engine, ctx, self._ops, self._eps, sent)
+            apply_ops(engine.catalogs, ctx, self._ops, self._eps, sent)
 
         released = set(storage.locks.values())
         try:

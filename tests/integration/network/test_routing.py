@@ -16,7 +16,7 @@ from sbroker.engine.catalog import Route
 from sbroker.engine.dialogs import STATUS_NO_ROUTE
 from sbroker.protocol import Message, MessageAcked
 from sbroker.services.network.routing import parse_tcp, resolve
-from sbroker.services.network.transmitter import Transmitter
+from sbroker.services.network.transmitter import FULL_SCAN_SECONDS, NUDGE_SECONDS, Transmitter
 
 from .helpers import wait_for
 
@@ -242,5 +242,23 @@ def test_bodies_are_handed_over_byte_for_byte(broker: sbroker.Broker) -> None:
         wait_for(lambda: len(rec.sent) == len(bodies))
         assert [m.body for m, _ in rec.sent] == bodies
         assert [m.seq for m, _ in rec.sent] == list(range(len(bodies)))
+    finally:
+        t.stop()
+
+
+def test_the_nudge_runs_on_the_brokers_clock_not_on_real_time(broker: sbroker.Broker,
+                                                               clock: FakeClock) -> None:
+    broker.create_route("r", None, "tcp://127.0.0.1:4999")
+    _send(broker, 1)
+    rec = Recorder()
+    t = _transmitter(broker, rec, known=lambda: {("127.0.0.1", 4999)})
+    try:
+        wait_for(lambda: len(rec.sent) == 1)
+        # No acknowledgement comes: once NUDGE_SECONDS have passed on the broker's clock the
+        # message is handed over again, long before that much real time has passed.
+        clock.advance(NUDGE_SECONDS + FULL_SCAN_SECONDS)
+        t.wake()
+        wait_for(lambda: len(rec.sent) == 2, timeout=NUDGE_SECONDS / 2)
+        assert rec.sent[1] == rec.sent[0]
     finally:
         t.stop()

@@ -26,15 +26,13 @@ def install(broker: BrokerAPI, *, max_queue_readers: int, spark: SparkConfig | N
             runner: Runner | None = None) -> None:
     """Create (idempotently) message types, contract, queues and services (the tables and
     the view come with the database: migration 0005), and store the Spark settings."""
-    from sbroker.apps.scheduler.executor import executor_procedure
-
     cat = broker.catalog
     for mtype in (ASYNC_SENT, ASYNC_DONE):
         if mtype not in cat.message_types:
             broker.create_message_type(mtype, "well_formed_json")
     if CONTRACT not in cat.contracts:
         broker.create_contract(CONTRACT, {ASYNC_SENT: "initiator", ASYNC_DONE: "target"})
-    activation = Activation(executor_procedure, max_queue_readers=max_queue_readers)
+    activation = Activation(PROCEDURE, max_queue_readers=max_queue_readers)
     if INITIATOR_QUEUE not in cat.queues:
         broker.create_queue(INITIATOR_QUEUE)
     if TARGET_QUEUE not in cat.queues:

@@ -8,6 +8,7 @@ creates a session, ``register`` when it registers the data source.
 from __future__ import annotations
 
 from sbroker.apps.spark.config import DEFAULT_CONF, DEFAULT_CONNECT_TIMEOUT, SparkConfig
+from sbroker.apps.spark.registration import register
 from sbroker.apps.spark.runner import (
     Execution,
     Runner,
@@ -24,7 +25,6 @@ from sbroker.apps.spark.session import (
     create_session,
     job_tag,
 )
-from sbroker.apps.spark.stream_options import register
 from sbroker.apps.spark.stub import StubBehaviour, StubRunner
 from sbroker.apps.spark.tasks import (
     PythonTask,

@@ -1,6 +1,5 @@
 """The options of the ``sbroker`` data source (SPEC §12), checked into typed values, and the
-broker each Spark Python process opens once per URL. Imports no pyspark: ``register`` loads
-the data source classes only when it runs."""
+broker each Spark Python process opens once per URL. Imports no pyspark."""
 
 from __future__ import annotations
 
@@ -155,12 +154,3 @@ def close_brokers() -> None:
         _brokers.clear()
     for broker in opened:
         broker.close()
-
-
-def register(spark: Any) -> None:
-    """Register the data source ``sbroker`` with ``spark`` (a classic or a Spark Connect
-    session): ``spark.readStream.format("sbroker")``, ``df.writeStream.format("sbroker")``,
-    and their batch twins."""
-    from sbroker.apps.spark.datasource import BrokerDataSource
-
-    spark.dataSource.register(BrokerDataSource)

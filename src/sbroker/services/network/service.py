@@ -164,7 +164,8 @@ class NetworkService:
                             on_outbox=transmitter.wake,
                             on_closed=lambda conv, d: transmitter.forget_later(conv, d))
         transport = BrokerTransport(tcfg, _Handler(receiver, transmitter),
-                                    rng=TransportRandom())
+                                    rng=TransportRandom(), clock=engine.clock.monotonic,
+                                    wall_clock=engine.clock.now)
         try:
             self.address = transport.start()
         except OSError as exc:

@@ -15,7 +15,6 @@ import contextlib
 import json
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import NamedTuple
 from uuid import UUID
@@ -86,6 +85,7 @@ class Transmitter:
                  neighbors: Callable[[], set[UUID]] = set,
                  forget: Callable[[DialogKey], None] = lambda key: None) -> None:
         self.engine = engine
+        self._clock = engine.clock  # every time read: tests drive it with a fake clock
         self._send = send
         self.starvation = starvation
         self.max_in_flight = max_in_flight
@@ -108,7 +108,7 @@ class Transmitter:
         self._status: dict[tuple[str, int], str] = {}
         self._mark: Watermark | None = None  # made by the first pass (the backend says how)
         self._last: dict[Address, tuple[Message, UUID | None]] = {}  # for nudges
-        self._last_ack = time.monotonic()
+        self._last_ack = self._clock.monotonic()
         # Parsed ids by their text, kept across passes: one UUID object per conversation
         # (and for this instance) also makes lookups keyed by them identity checks.
         self._uuids: dict[str, UUID] = {}
@@ -117,7 +117,7 @@ class Transmitter:
 
     # -- called by the transport (loop thread) and the receiver ---------------------------
     def acked(self, acks: list[MessageAcked]) -> None:
-        self._last_ack = time.monotonic()
+        self._last_ack = self._clock.monotonic()
         with self._cond:
             self._acks.extend(acks)
             self._cond.notify_all()
@@ -131,7 +131,7 @@ class Transmitter:
         """Drop the protocol core's state of a finished conversation after FORGET_DELAY (a
         last acknowledgement still due goes first; a late duplicate is still recognised from
         the database)."""
-        at = time.monotonic() + FORGET_DELAY
+        at = self._clock.monotonic() + FORGET_DELAY
         with self._cond:
             self._forgets += [(at, DialogKey(UUID(conversation_id), d)) for d in directions]
 
@@ -162,12 +162,15 @@ class Transmitter:
 
     def _run(self) -> None:
         last_full = 0.0
-        last_cleanup = time.monotonic()
+        last_cleanup = self._clock.monotonic()
         catalog_version = ""
         while True:
+            idle = False
             with self._cond:
                 if not (self._acks or self._failures or self._wake or self._stopping):
-                    self._cond.wait(FULL_SCAN_SECONDS)
+                    # The one wait in real time: a poll for commits the change feed did not
+                    # tell (it tells each subscriber at most every POLL_SECONDS).
+                    idle = not self._cond.wait(FULL_SCAN_SECONDS)
                 if self._stopping:
                     return
                 acks, self._acks = self._acks, []
@@ -178,12 +181,13 @@ class Transmitter:
                     self._delete_acked(acks)
                 if failures:
                     self._record_failures(failures)
-                now = time.monotonic()
+                now = self._clock.monotonic()
                 # Woken by a commit: it may be DDL (a route another process just created),
                 # which a snapshot checked up to 50 ms ago would hide until the next full
                 # scan, a second later.
                 cat = self.engine.catalog(max_age=0.0 if woken else 0.05)
-                full = now - last_full >= FULL_SCAN_SECONDS or cat.version != catalog_version
+                full = idle or now - last_full >= FULL_SCAN_SECONDS \
+                    or cat.version != catalog_version
                 if full or woken:
                     if full:
                         last_full, catalog_version = now, cat.version
@@ -213,7 +217,8 @@ class Transmitter:
         with engine.store.read() as conn:
             mark = self._mark
             if mark is None:
-                mark = self._mark = Watermark(in_order=conn.serial_writer)
+                mark = self._mark = Watermark(in_order=conn.serial_writer,
+                                              clock=self._clock.monotonic)
             conn.begin()
             try:
                 rows, present, unread = self._candidates(conn, 0 if full else mark.value,
@@ -395,7 +400,7 @@ class Transmitter:
                  if (msg.key, msg.seq) in self._by_key and (peer is not None or address in known)]
         if batch:
             self._send(batch)
-        self._last_ack = time.monotonic()
+        self._last_ack = self._clock.monotonic()
 
     def _forget_due(self, now: float) -> None:
         with self._cond:

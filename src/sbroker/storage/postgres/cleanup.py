@@ -3,10 +3,9 @@
 A received message's row is deleted at COMMIT, and its entry in ``sb_messages_ready`` stays in
 the index, dead, until a VACUUM removes it.  When a backlog drains, messages leave from the
 head of the queue, so those entries gather exactly where every RECEIVE starts: each RECEIVE
-steps over all of them, page by page, before it reaches a ready row (draining 20,000
-messages, a RECEIVE read 53 pages of that index).  The heap fills with dead rows meanwhile.
-Autovacuum comes at most once a minute per database (``autovacuum_naptime``), later on a big
-table (its scale factor).
+steps over all of them, page by page, before it reaches a ready row.  The heap fills with
+dead rows meanwhile.  Autovacuum comes at most once a minute per database
+(``autovacuum_naptime``), later on a big table (its scale factor).
 
 SQL Server's ghost cleanup task does this for Service Broker's queues.  Here, after every
 heartbeat, each broker's session thread reads the table's dead and live rows from the

@@ -107,7 +107,7 @@ def _literal(value: Any) -> str | None:
 def render(sql: str, parameters: Any) -> str | None:
     """``sql`` with its ``%s`` parameters as literals (standard_conforming_strings on), or
     None when a parameter or placeholder is not one of the common kinds: psycopg's mogrify
-    then does it (several times slower)."""
+    then does it (slower)."""
     values = literals(parameters)
     pieces = _pieces(sql) if values is not None else None
     if values is None or pieces is None or len(pieces) != len(values) + 1:
@@ -140,9 +140,9 @@ def literals(parameters: Any) -> list[str] | None:
 # -- prepared statements ----------------------------------------------------------------------
 # A batch is a simple query, and a simple query's statements are planned every time they
 # run: for the statements of every send and RECEIVE that planning cost more than running
-# them (130 us of plan against 49 of run for ready_senders; pg_stat_statements with
-# track_planning). So each connection PREPAREs them once, when the pool first lends it, and a
-# batch runs ``EXECUTE name(literals)`` instead: the plan is kept for the connection's life.
+# them (pg_stat_statements with track_planning shows it for ready_senders). So each
+# connection PREPAREs them once, when the pool first lends it, and a batch runs
+# ``EXECUTE name(literals)`` instead: the plan is kept for the connection's life.
 # Only statements whose generic plan cannot go wrong as tables grow: a function call, an
 # INSERT, a row by key (ready_senders is a function that fetches by key since migration
 # 0008). An UPDATE of the rows a JSON list names keeps being planned with its literals: its

@@ -22,15 +22,14 @@ connection (and an idle-in-transaction backend that holds no snapshot), not othe
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from psycopg import errors as pg_errors
 
 from sbroker.core.errors import QueueStreamedError
 from sbroker.storage.postgres.connection import BACKEND, PgConnection
-
-if TYPE_CHECKING:
-    from sbroker.storage.postgres.store import PgStore
+from sbroker.storage.postgres.connector import Connector
+from sbroker.storage.postgres.session import ListenFeed
 
 T = TypeVar("T")
 Row = tuple[Any, ...]
@@ -39,10 +38,28 @@ STREAMED = -1
 """The status of the one row sb_take returns on a queue a live Spark stream reads."""
 
 
+class Writes(Protocol):
+    """Short write transactions on a pooled connection (``PgCommitPath``)."""
+
+    def run(self, fn: Callable[[PgConnection], T], *, durable: bool = True) -> T: ...
+
+
+class StoreParts(Protocol):
+    """What a transaction's storage uses of its store (``PgStore`` satisfies it)."""
+
+    connector: Connector
+    feed: ListenFeed
+
+    @property
+    def commit_path(self) -> Writes: ...
+
+    def reap(self, own: int, *, force: bool = False) -> int: ...
+
+
 class PgTxStorage:
     """Created by :meth:`PgStore.tx_storage` for one broker transaction."""
 
-    def __init__(self, store: PgStore, session: int) -> None:
+    def __init__(self, store: StoreParts, session: int) -> None:
         self._store = store
         self._session = session
         self._conn: PgConnection | None = None

@@ -14,9 +14,8 @@ database know of each other.
   commit after a quiet spell is told at once) by a thread of its own; a commit that only
   received (it freed groups, it brought no new work) is told within ``QUIET_NOTIFY_SECONDS``
   (every process wakes at each NOTIFY, so with many processes receiving one queue the
-  wake-ups, one per process per commit, cost more than the receives: 16 one-thread readers
-  moved 976 msgs/s against one reader's 1,831 with every commit told within 5 ms, 1,649 with
-  receive-only commits told within 100 ms; ``python -m bench.multihost``)
+  wake-ups, one per process per commit, cost more than the receives; ``python -m
+  bench.multihost`` measures it)
   and outside the committing transaction (NOTIFY takes a database-wide lock at commit: only
   that thread's tiny transactions pay it).  The session's connection LISTENs and tells the
   subscribers when another session committed.  While it cannot (the server is away) the

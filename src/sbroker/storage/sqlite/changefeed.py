@@ -19,13 +19,13 @@ log = logging.getLogger("sbroker.storage")
 POLL_SECONDS = 0.001
 """How often the poller looks, right after it saw a change..."""
 POLL_MAX_SECONDS = 0.016
-"""... doubling up to this while nothing changes: a watched database costs ~0.5 % of a core
-instead of ~7 %; the first commit after a quiet spell is noticed within 16 ms, later ones
-within 1 ms."""
+"""... doubling up to this while nothing changes, so a quiet watched database costs little CPU;
+the first commit after a quiet spell is noticed within POLL_MAX_SECONDS, later ones within
+POLL_SECONDS."""
 LINGER_SECONDS = 1.0
 """How long the poller's thread and connection stay once the last watcher left, looking every
 POLL_MAX_SECONDS and telling nobody: a RECEIVE that waits again soon (one after each message,
-as a reader of a quiet queue does) pays no new thread and connection (~0.8 ms of CPU) and
+as a reader of a quiet queue does) pays no new thread and connection and
 no wake-up of its own, and is served within POLL_MAX_SECONDS as after any quiet spell."""
 
 

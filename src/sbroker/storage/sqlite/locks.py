@@ -13,22 +13,31 @@ it commits or rolls back with the broker effects.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from sbroker.core.errors import QueueStreamedError
 from sbroker.storage.sqlite.connection import BACKEND, SqliteConnection
-
-if TYPE_CHECKING:
-    from sbroker.storage.sqlite.store import SqliteStore
+from sbroker.storage.sqlite.connector import Connector
+from sbroker.storage.sqlite.writer import Writer
 
 T = TypeVar("T")
 Row = tuple[Any, ...]
 
 
+class StoreParts(Protocol):
+    """What a transaction's storage uses of its store (``SqliteStore`` satisfies it)."""
+
+    connector: Connector
+    writer: Writer
+
+    def reap(self, own: int, *, force: bool = False, within: SqliteConnection | None = None
+             ) -> int: ...
+
+
 class SqliteTxStorage:
     """Created by :meth:`SqliteStore.tx_storage` for one broker transaction."""
 
-    def __init__(self, store: SqliteStore, owner: str, session: int, now: Callable[[], float]
+    def __init__(self, store: StoreParts, owner: str, session: int, now: Callable[[], float]
                  ) -> None:
         self._store = store
         self._writer = store.writer

@@ -8,16 +8,17 @@ together, inside the receiving commit that comes ``SWEEP_COMMITS`` commits after
 mark, or sooner once ``SWEEP_ROWS`` rows are marked.
 
 Why: a conversation's messages are spread over the pages of the transactions that sent them.
-Deleting 100 of one conversation at once writes some 150 scattered table and index pages to
-the WAL (and later to the database file); marking them writes one or two pages, and a sweep
-deletes the messages of many receives with each page written once.  Deleting even one row
-writes three pages (the table and both indexes), its mark one.  Several dense rows are cheap
-to delete at once, and marks have a cost of their own: a reader steps over the marked rows at
-the head of its scan (a conversation received 100 at a time in order would step over up to
-3,200 of its own last receives; one at a time, over up to 32).  The mark keeps the
-``message_id`` guard of the delete it replaces: a row deleted meanwhile (END CONVERSATION
-WITH CLEANUP) is never marked.  Positions are never given twice (migration 8), so the mark
-of a message deleted another way matches no later message; a sweep clears every mark.
+Deleting many of one conversation at once writes a scattered table or index page for nearly
+each of them to the WAL (and later to the database file); marking them writes one or two
+pages, and a sweep deletes the messages of many receives with each page written once.
+Deleting even one row writes three pages (the table and both indexes), its mark one.
+Several dense rows are cheap to delete at once, and marks have a cost of their own: a reader
+steps over the marked rows at the head of its scan (a conversation received 100 at a time in
+order would step over up to 3,200 of its own last receives; one at a time, over up to 32).
+The mark keeps the ``message_id`` guard of the delete it replaces: a row deleted meanwhile
+(END CONVERSATION WITH CLEANUP) is never marked.  Positions are never given twice (migration
+8), so the mark of a message deleted another way matches no later message; a sweep clears
+every mark.
 """
 
 from __future__ import annotations
