@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "queues",     # queue list | create | enable | disable | drop
     "network",    # endpoint create | list | drop, route create | list | drop
     "run",        # run a pipeline file through the scheduler
+    "runs",       # runs | runs show RUN_ID: durable pipeline runs
     "serve",      # serve a started broker
     "activator",  # the external activator
     "poison",     # poison list | incidents | redrive

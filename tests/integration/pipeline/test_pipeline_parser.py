@@ -121,7 +121,7 @@ BAD = [
     ("[pipeline\nname = 'x'\n", 1, "invalid TOML"),
     ('[pipeline]\nname = "x"\ncolour = "red"\n', 3, "unknown key 'colour'"),
     ("verbose = true\n" + TASKS + 'sql = "x"\n', 1, "unknown key 'verbose'"),
-    (TASKS + 'sql = "x"\nretries = 3\n', 6, "unknown key 'retries' in [stage.task]"),
+    (TASKS + 'sql = "x"\nretry = 3\n', 6, "unknown key 'retry' in [stage.task]"),
     (TASKS + 'sql = "x"\npython = "m:f"\n', 6, "exactly one of 'sql' or 'python', not both"),
     (TASKS + 'args = {a = 1}\n', 3, "exactly one of 'sql' or 'python'"),
     (TASKS + 'python = "not a target"\n', 5, "task 't' of stage 's': PythonTask target"),
