@@ -1,6 +1,7 @@
 """``sbroker run`` stopped by SIGTERM behaves as Ctrl-C: the running tasks are cancelled, the
 summary is printed, every unfinished ExecutionLog row says cancelled, the run is left
-``cancelled`` (resumable), and the exit code is 143 (128 + SIGTERM). A real process, as a user or a service manager stops it."""
+``cancelled`` (resumable), and the exit code is 143 (128 + SIGTERM). A real process, as a
+user or a service manager stops it."""
 
 from __future__ import annotations
 

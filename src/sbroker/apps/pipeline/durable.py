@@ -42,7 +42,7 @@ from sbroker.core import messages as m
 from sbroker.core.errors import BrokerError
 from sbroker.engine.api import BrokerAPI
 
-__all__ = ["DurableRunner", "latest_unfinished"]
+__all__ = ["DurableRunner", "latest_unfinished", "resume_run", "start_run"]
 log = logging.getLogger("sbroker.pipeline")
 RECOVERY_SECONDS = 2.0  # while waiting, look for attempts whose executor died this often
 DRAIN_SECONDS = 10.0  # after Ctrl-C, how long cancelled attempts are waited for
@@ -57,6 +57,27 @@ def latest_unfinished(broker: BrokerAPI, pipeline: str) -> int | None:
     rows = read(broker, statements(broker, "sbroker.apps.pipeline").latest_unfinished,
                 (pipeline,))
     return int(rows[0][0]) if rows else None
+
+
+def start_run(broker: BrokerAPI, pipeline: Pipeline, *,
+              listener: RunListener | None = None) -> RunState:
+    """Run ``pipeline`` as a new durable run on ``broker`` (executor installed; started here
+    or by `sbroker serve` on the same database) until it ends; returns its state."""
+    runner = DurableRunner(broker, pipeline, listener=listener)
+    return runner.drive(runner.create())
+
+
+def resume_run(broker: BrokerAPI, pipeline: Pipeline, run_id: int | None = None, *,
+               listener: RunListener | None = None) -> RunState:
+    """Resume run ``run_id`` of ``pipeline`` (by default its newest run that did not
+    succeed) until it ends; ``PipelineError`` when there is no such run."""
+    if run_id is None:
+        run_id = latest_unfinished(broker, pipeline.name)
+        if run_id is None:
+            raise PipelineError(f"no run of pipeline {pipeline.name!r} to resume",
+                                path=pipeline.path)
+    runner = DurableRunner(broker, pipeline, listener=listener)
+    return runner.drive(runner.resume(run_id))
 
 
 class DurableRunner:
