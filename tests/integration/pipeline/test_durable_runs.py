@@ -29,17 +29,6 @@ from sbroker.apps.pipeline import (
 from sbroker.apps.spark import StubRunner
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield str(tmp_path / "runs.db")
-        return
-    server = request.getfixturevalue("postgres")
-    url = server.new_database()
-    yield url
-    server.drop(url)
-
-
 @pytest.fixture
 def stub() -> StubRunner:
     return StubRunner()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -94,18 +95,21 @@ class DurableRunner:
         self._interrupting = False
 
     # -- creating and resuming ---------------------------------------------------------------
-    def create(self) -> RunState:
-        """Record a new run and its tasks (all pending), with a dialog of its own."""
+    def create(self, tx: Any = None) -> RunState:
+        """Record a new run and its tasks (all pending), with a dialog of its own; in ``tx``
+        when given (a schedule creates its due runs in the transaction of its timer)."""
+        if tx is None:
+            with self.broker.transaction() as own:
+                return self.create(own)
         dag = self.pipeline.dag
-        with self.broker.transaction() as tx:
-            handle = open_dialog(self.broker, tx, self.pipeline.name)
-            run_id = int(tx.execute(self.sql.insert_run, (
-                self.pipeline.name, str(self.pipeline.path or ""),
-                json.dumps(dict(self.pipeline.params), default=str),
-                _iso(self.clock.now()), handle, self.schedule)).fetchone()[0])
-            for i, spec in enumerate(dag):
-                tx.execute(self.sql.insert_run_task, (run_id, spec.name, i,
-                                                      json.dumps(spec.after), definition(spec)))
+        handle = open_dialog(self.broker, tx, self.pipeline.name)
+        run_id = int(tx.execute(self.sql.insert_run, (
+            self.pipeline.name, str(self.pipeline.path or ""),
+            json.dumps(dict(self.pipeline.params), default=str),
+            _iso(self.clock.now()), handle, self.schedule)).fetchone()[0])
+        for i, spec in enumerate(dag):
+            tx.execute(self.sql.insert_run_task, (run_id, spec.name, i,
+                                                  json.dumps(spec.after), definition(spec)))
         return RunState(run_id, self.pipeline, handle, {s.name: TaskState(s) for s in dag})
 
     def resume(self, run_id: int) -> RunState:
@@ -178,9 +182,10 @@ class DurableRunner:
         return state
 
     # -- driving -------------------------------------------------------------------------------
-    def drive(self, state: RunState) -> RunState:
+    def drive(self, state: RunState, stop: threading.Event | None = None) -> RunState:
         """Run ``state`` until every task ended; Ctrl-C cancels what runs and leaves the run
-        ``cancelled`` (resumable).  Never raises for a failed task."""
+        ``cancelled`` (resumable); ``stop`` (a server stopping) leaves it as it stands, for a
+        resume.  Never raises for a failed task."""
         self.listener.run_started(state)
         if state.status == "succeeded":
             state.finished_at = state.started_at
@@ -190,6 +195,8 @@ class DurableRunner:
         last_recovery = self.clock.monotonic()
         try:
             while not state.done:
+                if stop is not None and stop.is_set():
+                    return state
                 self._start_ready(state)
                 if state.done:
                     break

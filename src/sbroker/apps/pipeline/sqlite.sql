@@ -82,3 +82,43 @@ UPDATE PipelineAttempts SET Outcome = ? WHERE LogID = ? AND Outcome IS NULL
 SELECT a.Task, a.Attempt, a.LogID, e.Status, e.StartTime, e.EndTime, e.Error, a.Outcome
 FROM PipelineAttempts a JOIN ExecutionLog e ON e.LogID = a.LogID
 WHERE a.RunID = ? ORDER BY a.LogID
+
+-- Schedules (migration 0012): one row and one dialog (its conversation timer) each.
+
+-- name: upsert_schedule
+-- Params: name, file, params (JSON), every, cron, timezone, catchup, overlap, next due,
+-- dialog handle, created time.
+INSERT INTO PipelineSchedules(Name, File, Params, Every, Cron, Timezone, Catchup, Overlap,
+    NextDue, Handle, CreatedTime)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (Name) DO UPDATE SET File = excluded.File, Params = excluded.Params,
+    Every = excluded.Every, Cron = excluded.Cron, Timezone = excluded.Timezone,
+    Catchup = excluded.Catchup, Overlap = excluded.Overlap, NextDue = excluded.NextDue,
+    Handle = excluded.Handle
+
+-- name: schedule_by_name
+SELECT Name, File, Params, Every, Cron, Timezone, Catchup, Overlap, NextDue, Handle
+FROM PipelineSchedules WHERE Name = ?
+
+-- name: schedule_by_handle
+SELECT Name, File, Params, Every, Cron, Timezone, Catchup, Overlap, NextDue, Handle
+FROM PipelineSchedules WHERE Handle = ?
+
+-- name: list_schedules
+SELECT Name, File, Params, Every, Cron, Timezone, Catchup, Overlap, NextDue, Handle
+FROM PipelineSchedules ORDER BY Name
+
+-- name: set_next_due
+UPDATE PipelineSchedules SET NextDue = ? WHERE Name = ?
+
+-- name: delete_schedule
+DELETE FROM PipelineSchedules WHERE Name = ?
+
+-- name: running_runs_of_schedule
+SELECT count(*) FROM PipelineRuns WHERE Schedule = ? AND Status = 'running'
+
+-- name: insert_skipped_run
+-- A due run not started (its previous run still going, overlap = "skip"). Params: pipeline,
+-- file, params (JSON), time, schedule.
+INSERT INTO PipelineRuns(Pipeline, File, Params, Status, StartTime, EndTime, Schedule, Error)
+VALUES (?, ?, ?, 'skipped', ?, ?, ?, 'the previous run of the schedule was still going')
