@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from sbroker.apps.pipeline.command import pipeline_import_path
 from sbroker.apps.pipeline.model import Pipeline
 from sbroker.apps.pipeline.parser import PipelineError
 from sbroker.apps.pipeline.runstate import (
@@ -65,7 +66,8 @@ def start_run(broker: BrokerAPI, pipeline: Pipeline, *,
     """Run ``pipeline`` as a new durable run on ``broker`` (executor installed; started here
     or by `sbroker serve` on the same database) until it ends; returns its state."""
     runner = DurableRunner(broker, pipeline, listener=listener)
-    return runner.drive(runner.create())
+    with pipeline_import_path(pipeline):  # the file's own modules import, as `run` does
+        return runner.drive(runner.create())
 
 
 def resume_run(broker: BrokerAPI, pipeline: Pipeline, run_id: int | None = None, *,
@@ -78,7 +80,8 @@ def resume_run(broker: BrokerAPI, pipeline: Pipeline, run_id: int | None = None,
             raise PipelineError(f"no run of pipeline {pipeline.name!r} to resume",
                                 path=pipeline.path)
     runner = DurableRunner(broker, pipeline, listener=listener)
-    return runner.drive(runner.resume(run_id))
+    with pipeline_import_path(pipeline):
+        return runner.drive(runner.resume(run_id))
 
 
 class DurableRunner:
