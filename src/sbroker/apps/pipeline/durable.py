@@ -218,27 +218,40 @@ class DurableRunner:
         return state
 
     def _start_ready(self, state: RunState) -> None:
-        now = self.clock.now()
-        ready = state.ready(now)
-        limit = self.pipeline.options.concurrency
-        if limit is not None:
-            ready = ready[:max(0, limit - state.running())]
-        if not ready:
+        if not self._ready(state):
             return
-        assert state.handle is not None
         with self.broker.transaction() as tx:
-            for task in ready:
-                log_id = send_task(self.broker, tx, state.handle, task.spec.task,
-                                   self.pipeline.name)
-                task.attempts += 1
-                task.status, task.log_id, task.timed_out = "running", log_id, False
-                task.deadline = None if task.spec.timeout is None else now + task.spec.timeout
-                task.start_time = task.start_time or _iso(now)
-                task.next_attempt = None
-                tx.execute(self.sql.insert_attempt, (log_id, state.run_id, task.name,
-                                                     task.attempts, task.deadline))
-                tx.execute(self.sql.set_task, task.row(state.run_id))
+            started = self._send_ready(tx, state)
+        self._started(state, started)
+
+    def _ready(self, state: RunState) -> list[TaskState]:
+        ready = state.ready(self.clock.now())
+        limit = self.pipeline.options.concurrency
+        return ready if limit is None else ready[:max(0, limit - state.running())]
+
+    def _send_ready(self, tx: Any, state: RunState) -> list[TaskState]:
+        """Inside ``tx``: an attempt of every task that may start now; the tasks sent."""
+        ready = self._ready(state)
+        if not ready:
+            return []
+        now, handle = self.clock.now(), state.handle
+        assert handle is not None
         for task in ready:
+            log_id = send_task(self.broker, tx, handle, task.spec.task,
+                               self.pipeline.name)
+            task.attempts += 1
+            task.status, task.log_id, task.timed_out = "running", log_id, False
+            task.deadline = None if task.spec.timeout is None else now + task.spec.timeout
+            task.start_time = task.start_time or _iso(now)
+            task.next_attempt = None
+            tx.execute(self.sql.insert_attempt, (log_id, state.run_id, task.name,
+                                                 task.attempts, task.deadline))
+            tx.execute(self.sql.set_task, task.row(state.run_id))
+        return ready
+
+    def _started(self, state: RunState, tasks: list[TaskState]) -> None:
+        """After the commit that sent them: tell the listener."""
+        for task in tasks:
             task.started_at = task.started_at or self.clock.monotonic()
             self.listener.task_started(state, task)
 
@@ -256,6 +269,7 @@ class DurableRunner:
         now = self.clock.now()
         wait = self._wait_seconds(state, now) if wait is None else wait
         ended: list[TaskState] = []
+        started: list[TaskState] = []
         with self.broker.transaction() as tx:
             msgs = tx.receive(schema.INITIATOR_QUEUE, conversation_handle=state.handle,
                               timeout=wait)
@@ -272,9 +286,12 @@ class DurableRunner:
                 for task in ended:
                     tx.execute(self.sql.set_task, task.row(state.run_id))
                 self._set_timer(tx, state)
+                if not self._interrupting:  # the tasks now free to start, in the same commit
+                    started = self._send_ready(tx, state)
         for task in ended:
             task.finished_at = self.clock.monotonic()
             self.listener.task_finished(state, task)
+        self._started(state, started)
         return ended
 
     def _record(self, tx: Any, state: RunState, result: TaskResult) -> TaskState | None:

@@ -112,10 +112,10 @@ class RunState:
     def ready(self, now: float) -> list[TaskState]:
         """Tasks that may start now: pending with every ``after`` task succeeded, or
         retrying and due; in file order."""
+        succeeded = {n for n, t in self.tasks.items() if t.status == "succeeded"}
         out = []
         for t in self.tasks.values():
-            waited = t.status == "pending" and all(self.tasks[a].status == "succeeded"
-                                                   for a in t.spec.after)
+            waited = t.status == "pending" and succeeded.issuperset(t.spec.after)
             if waited or (t.status == "retrying" and (t.next_attempt or 0.0) <= now):
                 out.append(t)
         return out
@@ -128,16 +128,15 @@ class RunState:
         """Mark ``skipped`` every pending task after a task that ended without succeeding;
         the tasks marked."""
         marked: list[TaskState] = []
-        changed = True
-        while changed:
-            changed = False
-            for t in self.tasks.values():
-                if t.status == "pending" and any(
-                        self.tasks[a].status in ("failed", "skipped", "cancelled")
-                        for a in t.spec.after):
-                    t.status, t.end_time = "skipped", end_time
-                    marked.append(t)
-                    changed = True
+        frontier = {n for n, t in self.tasks.items()
+                    if t.status in ("failed", "skipped", "cancelled")}
+        while frontier:  # then the tasks after those just skipped, and so on
+            new = [t for t in self.tasks.values()
+                   if t.status == "pending" and not frontier.isdisjoint(t.spec.after)]
+            for t in new:
+                t.status, t.end_time = "skipped", end_time
+            marked += new
+            frontier = {t.name for t in new}
         return marked
 
 
