@@ -111,3 +111,26 @@ def test_resume_errors_exit_2(tmp_path: Path) -> None:
     assert code == 2 and "run 1 is a run of pipeline 'other', not of 'good'" in err
     code, _, err = cli("--db", db, "run", str(path), "--resume", "x1")
     assert code == 2 and "--resume takes a run id" in err
+
+
+def test_schedule_add_list_remove(tmp_path: Path) -> None:
+    path, db = good(tmp_path), str(tmp_path / "run.db")
+    code, _, err = cli("--db", db, "schedule", "add", str(path))
+    assert code == 2 and "no [schedule]: give --every or --cron" in err
+    code, _, err = cli("--db", db, "schedule", "add", str(path), "--cron", "0 25 * * *")
+    assert code == 2 and "--cron must be a cron expression" in err
+    code, _, err = cli("--db", db, "schedule", "add", str(path), "--every", "10 parsecs")
+    assert code == 2 and "--every must be a duration" in err
+    code, out, _ = cli("--db", db, "schedule", "add", str(path), "-p", "x=1", "--cron",
+                       "30 4 * * *")
+    assert code == 2  # the file declares no parameter x
+    code, out, _ = cli("--db", db, "schedule", "add", str(path), "--cron", "30 4 * * *")
+    assert code == 0 and "schedule good added: next run due" in out
+    code, out, _ = cli("--db", db, "schedule", "list", "--json")
+    [row] = json.loads(out)
+    assert (row["name"], row["cron"], row["every"]) == ("good", "30 4 * * *", None)
+    assert row["next_due"].endswith("T04:30:00+00:00")
+    assert cli("--db", db, "schedule", "remove", "good")[0] == 0
+    code, _, err = cli("--db", db, "schedule", "remove", "good")
+    assert code == 1 and "there is no schedule 'good'" in err
+    assert json.loads(cli("--db", db, "schedule", "list", "--json")[1]) == []
