@@ -1,5 +1,6 @@
 """Issue 5's benchmarks: scheduler overhead, Spark through the scheduler vs a thread pool,
-and fairness between a big and a small scheduler.
+and fairness between a big and a small scheduler; issue 38's durable DAG runs
+(``bench/pipeline_dag.py``: ``--only dag``).
 
     python -m bench.scheduler            # everything (starts one local Spark session)
     python -m bench.scheduler --no-spark # overhead and fairness only, no JVM
@@ -261,13 +262,31 @@ def _fmt(values: list[float], unit: str, digits: int = 2) -> str:
             f"(min {min(values):.{digits}f}, max {max(values):.{digits}f}, n={len(values)})")
 
 
+def _dag(tmp: Path, runs: int, add: Any) -> None:
+    """Issue 38: durable DAG runs (see bench/pipeline_dag.py)."""
+    from bench import pipeline_dag as dag
+
+    console.print("DAG: 1,000 no-op tasks (fan-out 99 -> join, x10) vs 10 stages of 100 vs a"
+                  " thread pool of 4; a 200-task chain; resuming a 1,000-task run ...")
+    per_task = dag.overhead(tmp, runs)
+    add("durable DAG run, per task", per_task["dag"], "ms")
+    add("the same as 10 stages (durable run), per task", per_task["stages"], "ms")
+    add("thread pool of 4, bare functions, per task", per_task["pool"], "ms", digits=4)
+    gaps = dag.latency(tmp, runs)
+    add("dependency success -> dependant start, p50", [dag.percentile(gaps, 50)], "ms", digits=1)
+    add("dependency success -> dependant start, p99", [dag.percentile(gaps, 99)], "ms", digits=1)
+    add("resume of a 1,000-task run -> first task start", dag.resume_cost(tmp, runs), "ms",
+        digits=0)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.scheduler", description=__doc__)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--no-spark", action="store_true", help="skip the Spark comparison")
     parser.add_argument("--warmup", type=int, default=WARMUP_PASSES,
                         help=f"Spark warm-up passes before measuring (default {WARMUP_PASSES})")
-    parser.add_argument("--only", choices=("overhead", "fairness", "spark"), action="append",
+    parser.add_argument("--only", choices=("overhead", "fairness", "spark", "dag"),
+                        action="append",
                         help="run only this part (repeatable)")
     parser.add_argument("--no-json", action="store_true",
                         help="do not write bench/results/scheduler-latest.json")
@@ -275,7 +294,7 @@ def main() -> None:
     args = parser.parse_args(argv)
     if args.runs < 1 or args.warmup < 0:
         parser.error("--runs must be at least 1 and --warmup at least 0")
-    parts = set(args.only or ("overhead", "fairness", "spark"))
+    parts = set(args.only or ("overhead", "fairness", "spark", "dag"))
     if args.no_spark:
         parts.discard("spark")
     table = Table(title="sbroker task scheduler (durability=normal)")
@@ -301,6 +320,8 @@ def main() -> None:
             alone, contended = fairness(tmp, args.runs)
             add("small scheduler alone", alone, "s", digits=3)
             add("small scheduler with a big one", contended, "s", "close to alone", 3)
+        if "dag" in parts:
+            _dag(tmp, args.runs, add)
         if "spark" in parts:
             console.print("Spark: 40 small SQL queries, scheduler vs thread pool of 4 ...")
             cold, warm, direct, warmup = spark_ratio(tmp, args.runs, args.warmup)

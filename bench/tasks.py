@@ -8,3 +8,8 @@ from typing import Any
 def noop(spark: Any) -> None:
     """Does nothing and never touches Spark: measures the scheduler alone."""
     return None
+
+
+def fail(spark: Any) -> None:
+    """Always fails: leaves a run for the resume benchmark to take up."""
+    raise RuntimeError("failed on purpose")

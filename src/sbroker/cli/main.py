@@ -20,6 +20,8 @@ COMMAND_MODULES = (
     "queues",     # queue list | create | enable | disable | drop
     "network",    # endpoint create | list | drop, route create | list | drop
     "run",        # run a pipeline file through the scheduler
+    "runs",       # runs | runs show RUN_ID: durable pipeline runs
+    "schedule",   # schedule add | list | remove: pipelines started by serve
     "serve",      # serve a started broker
     "activator",  # the external activator
     "poison",     # poison list | incidents | redrive

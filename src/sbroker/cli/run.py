@@ -19,8 +19,14 @@ from sbroker.cli.common import Broker, fail_cleanly
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("-p", "--param", "params", multiple=True, metavar="NAME=VALUE",
               help="Override a [params] value of the file (repeatable).")
+@click.option("--resume", "resume", is_flag=False, flag_value="latest", default=None,
+              metavar="[RUN_ID]",
+              help="Resume the newest run of this pipeline that did not succeed, or RUN_ID:"
+                   " its succeeded tasks are kept, the others run.")
 @click.option("--readers", type=click.IntRange(min=1), default=None,
               help="Executor readers (default: the pipeline's concurrency, at least 4).")
+@click.option("--no-executor", is_flag=True,
+              help="Run no executor here: `sbroker serve` on the same database runs the tasks.")
 @click.option("--local", is_flag=True,
               help="Run on a thread pool in this process, without a broker database.")
 @click.option("-v", "--verbose", is_flag=True, help="Show the traceback of each failed task.")
@@ -31,20 +37,33 @@ from sbroker.cli.common import Broker, fail_cleanly
               help="Run on this Spark Connect server instead of the file's Spark settings.")
 @click.pass_context
 @fail_cleanly
-def run(ctx: click.Context, file: str, params: tuple[str, ...], readers: int | None,
-        local: bool, verbose: bool, spark_master: str | None,
-        spark_remote: str | None) -> None:
-    """Run a pipeline FILE (TOML) through the task scheduler, with a live display."""
+def run(ctx: click.Context, file: str, params: tuple[str, ...], resume: str | None,
+        readers: int | None, no_executor: bool, local: bool, verbose: bool,
+        spark_master: str | None, spark_remote: str | None) -> None:
+    """Run a pipeline FILE (TOML) through the task scheduler, as a durable run that
+    `--resume` takes up where it stopped."""
     from sbroker.apps.pipeline.command import EXIT_INTERRUPTED, run_command
+    from sbroker.apps.pipeline.durable_command import LATEST, run_durable_command
 
     if spark_master and spark_remote:
         raise click.UsageError("give --spark-master or --spark-remote, not both")
-    opener = None if local else _broker_scheduler(ctx.obj["db"], readers)
+    if resume is not None and not (resume == "latest" or resume.isdigit()):
+        raise click.UsageError(f"--resume takes a run id (a number), not {resume!r}")
+    if local and resume is not None:
+        raise click.UsageError("--resume needs the broker database: drop --local")
     with _sigterm_as_ctrl_c() as terminated:
         try:
-            code, _ = run_command(file, list(params), open_scheduler=opener, verbose=verbose,
-                                  spark_master=spark_master, spark_remote=spark_remote,
-                                  spark_log=True)
+            if local:
+                code, _ = run_command(file, list(params), verbose=verbose,
+                                      spark_master=spark_master, spark_remote=spark_remote,
+                                      spark_log=True)
+            else:
+                code, _ = run_durable_command(
+                    file, list(params), verbose=verbose,
+                    open_broker=_open_broker(ctx.obj["db"], readers, not no_executor),
+                    resume=None if resume is None else
+                    LATEST if resume == "latest" else int(resume),
+                    spark_master=spark_master, spark_remote=spark_remote, spark_log=True)
         except KeyboardInterrupt:  # before the first stage or after the last one
             click.echo("sbroker run: interrupted", err=True)
             code = EXIT_INTERRUPTED
@@ -68,20 +87,22 @@ def _sigterm_as_ctrl_c() -> Iterator[list[int]]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _broker_scheduler(db: str, readers: int | None) -> Any:
-    """Open the broker, install and start the executor, and hand out one scheduler."""
+def _open_broker(db: str, readers: int | None, executor: bool) -> Any:
+    """Open the broker and install the executor; start it here unless ``executor`` is
+    False (then `sbroker serve` on the same database runs the tasks)."""
 
     @contextlib.contextmanager
     def open_broker(pipeline: Any) -> Iterator[Any]:
-        Path(db).parent.mkdir(parents=True, exist_ok=True)
+        if "://" not in db:
+            Path(db).parent.mkdir(parents=True, exist_ok=True)
         concurrency = pipeline.options.concurrency
         with Broker.open(db) as broker:
             broker.install_executor(max_queue_readers=readers or max(concurrency or 4, 4),
                                     spark=pipeline.options.spark)
-            broker.start()
+            if executor:
+                broker.start()
             try:
-                with broker.scheduler(pipeline.name, max_concurrency=concurrency) as scheduler:
-                    yield scheduler
+                yield broker
             finally:
                 state = broker.executor_state(create=False)
                 broker.stop()

@@ -67,6 +67,9 @@ def serve(ctx: click.Context, durability: str, with_dashboard: bool, host: str, 
     require_database(ctx)
 
     def ready(broker: Broker) -> None:
+        from sbroker.apps.pipeline.schedule_service import ScheduleService
+
+        broker.add_service(ScheduleService(broker))  # starts the due runs of schedules
         address = broker.network.address
         where = f"listening on {address[0]}:{address[1]}" if address else "no endpoint"
         click.echo(f"sbroker: serving {ctx.obj['db']} ({where}); SIGINT or SIGTERM stops it")

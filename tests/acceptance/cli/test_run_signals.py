@@ -1,6 +1,7 @@
-"""``sbroker run`` stopped by SIGTERM behaves as Ctrl-C: the running stage is cancelled, the
-summary is printed, every unfinished ExecutionLog row says cancelled, and the exit code is
-143 (128 + SIGTERM). A real process, as a user or a service manager stops it."""
+"""``sbroker run`` stopped by SIGTERM behaves as Ctrl-C: the running tasks are cancelled, the
+summary is printed, every unfinished ExecutionLog row says cancelled, the run is left
+``cancelled`` (resumable), and the exit code is 143 (128 + SIGTERM). A real process, as a
+user or a service manager stops it."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import time
 from pathlib import Path
 
 import sbroker
+from sbroker.apps.pipeline.runs import get_run
 
 TASKS = '''
 import pathlib
@@ -98,8 +100,12 @@ def test_sigterm_cancels_the_stage_prints_the_summary_and_exits_143(tmp_path: Pa
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 143, (out, err)
-    assert "was interrupted at stage 'first'" in out
+    assert "pipeline held was interrupted" in out
+    assert "--resume 1" in out  # the run is left resumable, and says how
     assert "Traceback" not in err
     with sbroker.Broker.open(db, create=False) as b:
         statuses = sorted(r["Status"] for r in b.view("ExecutionLog"))
+        run = get_run(b, 1)
     assert statuses == ["cancelled", "cancelled"]
+    assert run is not None and run["status"] == "cancelled"
+    assert [t["status"] for t in run["tasks"]] == ["cancelled"] * 3

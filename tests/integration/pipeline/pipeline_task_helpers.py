@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 
@@ -21,3 +22,22 @@ def not_json(spark: Any) -> object:
 
 
 NOT_CALLABLE = 3
+
+
+def flaky(spark: Any, path: str, fails: int) -> int:
+    """Fails its first ``fails`` calls (counted in the file at ``path``), then returns the
+    number of calls before this one."""
+    counter = Path(path)
+    calls = int(counter.read_text()) if counter.exists() else 0
+    counter.write_text(str(calls + 1))
+    if calls < fails:
+        raise RuntimeError(f"transient failure {calls + 1}")
+    return calls
+
+
+def note(spark: Any, path: str, name: str, value: int = 0) -> int:
+    """Append ``name`` to the file at ``path`` (which tasks ran, in order) and return
+    ``value``."""
+    with open(path, "a", encoding="utf-8") as out:
+        out.write(name + "\n")
+    return value

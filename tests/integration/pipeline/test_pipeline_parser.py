@@ -107,12 +107,15 @@ def test_defaults_name_the_pipeline_after_its_file(tmp_path: Path) -> None:
 
 def test_the_shipped_example_parses() -> None:
     pipeline = load_pipeline(EXAMPLE)
-    assert [s.name for s in pipeline.stages] == ["generate", "aggregate", "report"]
-    assert [len(s.tasks) for s in pipeline.stages] == [3, 5, 2]
-    orders = pipeline.stages[0].tasks[2].task
+    tasks = {t.name: t for t in pipeline.dag}
+    assert len(tasks) == 10 and not pipeline.stages
+    assert [n for n, t in tasks.items() if not t.after] == ["customers", "products", "orders"]
+    assert tasks["daily_revenue"].after == ("orders",)  # not every generated table
+    assert all(t.retry.retries == 2 for t in tasks.values())
+    orders = tasks["orders"].task
     assert isinstance(orders, PythonTask) and orders.kwargs["orders"] == 3_000_000
     small = load_pipeline(EXAMPLE, {"out": "/tmp/x", "orders": "1000"})
-    assert small.stages[0].tasks[2].task.kwargs["orders"] == 1000  # type: ignore[union-attr]
+    assert small.dag[2].task.kwargs["orders"] == 1000  # type: ignore[union-attr]
 
 
 TASKS = '[[stage]]\nname = "s"\n[[stage.task]]\nname = "t"\n'
@@ -121,7 +124,7 @@ BAD = [
     ("[pipeline\nname = 'x'\n", 1, "invalid TOML"),
     ('[pipeline]\nname = "x"\ncolour = "red"\n', 3, "unknown key 'colour'"),
     ("verbose = true\n" + TASKS + 'sql = "x"\n', 1, "unknown key 'verbose'"),
-    (TASKS + 'sql = "x"\nretries = 3\n', 6, "unknown key 'retries' in [stage.task]"),
+    (TASKS + 'sql = "x"\nretry = 3\n', 6, "unknown key 'retry' in [stage.task]"),
     (TASKS + 'sql = "x"\npython = "m:f"\n', 6, "exactly one of 'sql' or 'python', not both"),
     (TASKS + 'args = {a = 1}\n', 3, "exactly one of 'sql' or 'python'"),
     (TASKS + 'python = "not a target"\n', 5, "task 't' of stage 's': PythonTask target"),

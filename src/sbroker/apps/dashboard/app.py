@@ -27,7 +27,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from sbroker.apps.dashboard import actions, metrics, timeline
+from sbroker.apps.dashboard import actions, metrics, pipeline_runs, timeline
 from sbroker.apps.dashboard.reader import BadRequest, BrokerApi, Reader, page_number
 from sbroker.apps.dashboard.security import (
     CSRF_COOKIE,
@@ -225,6 +225,8 @@ def create_app(broker: BrokerApi, options: DashboardOptions | None = None) -> St
         Route("/conversations/{handle}/end", action(end, "/conversations"), methods=["POST"]),
         Route("/transmission", page("transmission.html", transmission)),
         Route("/scheduler", page("scheduler.html", scheduler)),
+        Route("/scheduler/runs", page("pipeline_runs.html",
+                                      lambda request: pipeline_runs.runs_page(broker))),
         Route("/scheduler/tasks/{log_id:int}/cancel", action(cancel, "/scheduler"),
               methods=["POST"]),
         Route("/poison", page("poison.html", poison)),

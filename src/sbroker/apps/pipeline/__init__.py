@@ -1,4 +1,12 @@
-"""Pipeline files (TOML stages of tasks) and running them through a scheduler."""
+"""Pipeline files (TOML tasks with dependencies, or stages of tasks) and running them.
+
+The Python API of durable runs (SPEC §13)::
+
+    pipeline = load_pipeline("orders.toml", {"rows": "1000"})
+    state = start_run(broker, pipeline)          # a new run, until it ends
+    state = resume_run(broker, pipeline)         # its newest run that did not succeed
+    list_runs(broker, "orders"); get_run(broker, state.run_id)
+"""
 
 from __future__ import annotations
 
@@ -9,9 +17,12 @@ from sbroker.apps.pipeline.display import (
     make_display,
     render_report,
 )
+from sbroker.apps.pipeline.durable import DurableRunner, resume_run, start_run
 from sbroker.apps.pipeline.model import (
     Options,
     Pipeline,
+    Retry,
+    Schedule,
     Stage,
     TaskSpec,
 )
@@ -28,9 +39,12 @@ from sbroker.apps.pipeline.run import (
     TaskRun,
     run_pipeline,
 )
+from sbroker.apps.pipeline.runs import get_run, list_runs, run_attempts
+from sbroker.apps.pipeline.runstate import RunListener, RunState, TaskState
 from sbroker.apps.pipeline.scheduler import LocalScheduler, Scheduler, TaskMonitor
 
 __all__ = [
+    "DurableRunner",
     "LiveDisplay",
     "LocalScheduler",
     "Options",
@@ -38,20 +52,30 @@ __all__ = [
     "PipelineError",
     "PipelineRun",
     "PlainDisplay",
+    "Retry",
+    "RunListener",
     "RunObserver",
+    "RunState",
+    "Schedule",
     "Scheduler",
     "Stage",
     "StageRun",
     "TaskMonitor",
     "TaskRun",
     "TaskSpec",
+    "TaskState",
     "check_targets",
+    "get_run",
+    "list_runs",
     "load_pipeline",
     "local_scheduler",
     "make_display",
     "parse_param_overrides",
     "parse_pipeline",
     "render_report",
+    "resume_run",
+    "run_attempts",
     "run_command",
     "run_pipeline",
+    "start_run",
 ]

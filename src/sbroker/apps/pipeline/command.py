@@ -28,8 +28,8 @@ from sbroker.apps.spark.config import SparkConfig
 from sbroker.apps.spark.runner import Runner
 from sbroker.apps.spark.tasks import PythonTask, resolve_target
 
-__all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_USAGE", "check_targets",
-           "local_scheduler", "pipeline_import_path", "run_command"]
+__all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_USAGE", "check_targets", "exit_code",
+           "local_scheduler", "pipeline_import_path", "run_command", "usage_error"]
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -53,16 +53,16 @@ def pipeline_import_path(pipeline: Pipeline) -> Iterator[None]:
 
 def check_targets(pipeline: Pipeline) -> None:
     """Import every ``python =`` target now, so a typo fails before any Spark work."""
-    for stage in pipeline.stages:
-        for spec in stage.tasks:
-            if isinstance(spec.task, PythonTask):
-                try:
-                    resolve_target(spec.task.target)
-                except (ImportError, AttributeError, TypeError) as exc:
-                    raise PipelineError(
-                        f"task {spec.name!r} of stage {stage.name!r}: cannot use "
-                        f"{spec.task.target!r}: {exc}", path=pipeline.path, line=spec.line
-                    ) from None
+    for spec in pipeline.dag:
+        if isinstance(spec.task, PythonTask):
+            stage, _, name = spec.name.rpartition("/")
+            where = f"task {name!r}" + (f" of stage {stage!r}" if stage else "")
+            try:
+                resolve_target(spec.task.target)
+            except (ImportError, AttributeError, TypeError) as exc:
+                raise PipelineError(
+                    f"{where}: cannot use {spec.task.target!r}: {exc}", path=pipeline.path,
+                    line=spec.line) from None
 
 
 def local_scheduler(runner_factory: Callable[[Pipeline], Runner] | None = None) -> OpenScheduler:
@@ -131,6 +131,9 @@ def run_command(path: str | Path, params: Sequence[str] = (), *,
         pipeline = load_pipeline(path, parse_param_overrides(list(params)))
         pipeline = with_spark(pipeline, spark_master, spark_remote,
                               spark_log_file(pipeline.name) if spark_log else None)
+        if not pipeline.stages:
+            raise PipelineError("a pipeline of [[task]] entries runs on a broker database "
+                                "(run it without --local)", path=pipeline.path)
         with pipeline_import_path(pipeline):
             check_targets(pipeline)
             with (open_scheduler or local_scheduler())(pipeline) as scheduler:
@@ -141,11 +144,21 @@ def run_command(path: str | Path, params: Sequence[str] = (), *,
                 run = run_pipeline(pipeline, scheduler, observer=display if recorder is None
                                    else Observers(display, recorder))
     except PipelineError as exc:
-        print(f"sbroker: error: {exc}", file=sys.stderr, flush=True)
-        return EXIT_USAGE, None
+        return usage_error(exc), None
+    return exit_code(pipeline, console, run.interrupted, run.ok), run
+
+
+def usage_error(exc: PipelineError) -> int:
+    """Say what is wrong with the file or the options in one line; exit code 2."""
+    print(f"sbroker: error: {exc}", file=sys.stderr, flush=True)
+    return EXIT_USAGE
+
+
+def exit_code(pipeline: Pipeline, console: Console, interrupted: bool, ok: bool) -> int:
+    """Say where Spark's log is, and the run's exit code (0, 1, or 130 interrupted)."""
     log_file = pipeline.options.spark.log_file
     if log_file and Path(log_file).exists():
         console.print(f"Spark's log: {log_file}", highlight=False, soft_wrap=True)
-    if run.interrupted:
-        return EXIT_INTERRUPTED, run
-    return (0 if run.ok else EXIT_FAILED), run
+    if interrupted:
+        return EXIT_INTERRUPTED
+    return 0 if ok else EXIT_FAILED

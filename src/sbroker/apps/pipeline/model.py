@@ -3,23 +3,53 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 
 from sbroker.apps.spark.config import SparkConfig
 from sbroker.apps.spark.tasks import Task
 
-__all__ = ["Options", "Pipeline", "Stage", "TaskSpec"]
+__all__ = ["Options", "Pipeline", "Retry", "Schedule", "Stage", "TaskSpec"]
+
+
+@dataclass(frozen=True)
+class Retry:
+    """How a failed task is tried again: ``retries`` more attempts, the n-th after
+    ``delay * backoff ** (n - 1)`` seconds, never more than ``max_delay``."""
+
+    retries: int = 0
+    delay: float = 10.0
+    backoff: float = 2.0
+    max_delay: float = 600.0
+
+    def delay_before(self, retry: int) -> float:
+        """Seconds to wait before retry number ``retry`` (1 for the first retry)."""
+        return float(min(self.max_delay, self.delay * self.backoff ** max(0, retry - 1)))
 
 
 @dataclass(frozen=True)
 class TaskSpec:
-    """One ``[[stage.task]]``: its name, the task to send, and its line in the file."""
+    """One task: its name, the task to send, its line in the file, the tasks it comes
+    after, how it is retried and how long an attempt may run (``None``: no limit)."""
 
     name: str
     task: Task
     line: int | None = None
+    after: tuple[str, ...] = ()
+    retry: Retry = field(default_factory=Retry)
+    timeout: float | None = None
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """``[schedule]``: every ``every`` seconds or on a five-field ``cron`` in ``timezone``."""
+
+    every: float | None = None
+    cron: str | None = None
+    timezone: str = "UTC"
+    catchup: bool = False
+    overlap: str = "skip"
 
 
 @dataclass(frozen=True)
@@ -37,6 +67,8 @@ class Options:
 
     concurrency: int | None = None
     spark: SparkConfig = field(default_factory=SparkConfig)
+    retry: Retry = field(default_factory=Retry)
+    timeout: float | None = None
 
 
 @dataclass(frozen=True)
@@ -49,11 +81,29 @@ class Pipeline:
     description: str = ""
     params: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
     path: Path | None = None
+    tasks: tuple[TaskSpec, ...] = ()
+    schedule: Schedule | None = None
 
     @property
     def task_count(self) -> int:
         """Number of tasks over all stages."""
-        return sum(len(stage.tasks) for stage in self.stages)
+        return len(self.dag)
+
+    @property
+    def dag(self) -> tuple[TaskSpec, ...]:
+        """Every task with the tasks it comes after: ``tasks`` of a ``[[task]]`` file, or the
+        stages' tasks named ``stage/task``, each after every task of the stage before."""
+        if self.tasks or not self.stages:
+            return self.tasks
+        out: list[TaskSpec] = []
+        before: tuple[str, ...] = ()
+        for stage in self.stages:
+            names = tuple(f"{stage.name}/{t.name}" for t in stage.tasks)
+            out.extend(replace(t, name=n, after=before + tuple(f"{stage.name}/{a}"
+                                                              for a in t.after))
+                       for t, n in zip(stage.tasks, names, strict=True))
+            before = names
+        return tuple(out)
 
     @property
     def base_dir(self) -> Path:

@@ -20,8 +20,17 @@ from typing import Any
 from sbroker.apps.pipeline.model import (
     Options,
     Pipeline,
+    Schedule,
     Stage,
     TaskSpec,
+)
+from sbroker.apps.pipeline.rules import (
+    RETRY_KEYS,
+    SCHEDULE_KEYS,
+    check_graph,
+    parse_retry,
+    parse_schedule,
+    parse_timeout,
 )
 from sbroker.apps.spark.config import DEFAULT_CONNECT_TIMEOUT, SparkConfig
 from sbroker.apps.spark.tasks import PythonTask, SparkSQL, Task
@@ -146,6 +155,7 @@ class _Parser:
         self.overrides = overrides
         self.locate = _Locator(text)
         self.params: dict[str, Any] = {}
+        self.options = Options()
 
     def error(self, message: str, where: Path_ = (), key: str | None = None) -> PipelineError:
         return PipelineError(message, path=self.path, line=self.locate.line(where, key))
@@ -155,7 +165,8 @@ class _Parser:
             doc = tomllib.loads(self.text)
         except tomllib.TOMLDecodeError as exc:
             raise self._syntax_error(exc) from None
-        self._check_keys(doc, (), {"pipeline", "params", "options", "stage"})
+        self._check_keys(doc, (), {"pipeline", "params", "options", "stage", "task",
+                                   "schedule"})
         self.params = self._params(doc.get("params", {}))
         doc = {k: self._subst(v, (k,)) for k, v in doc.items() if k != "params"}
         head = self._table(doc, (), "pipeline")
@@ -163,16 +174,50 @@ class _Parser:
         default_name = Path(self.path).stem if self.path else "pipeline"
         name = self._string(head, ("pipeline",), "name", default_name)
         description = self._string(head, ("pipeline",), "description", "", empty_ok=True)
-        options = self._options(self._table(doc, (), "options"))
+        self.options = options = self._options(self._table(doc, (), "options"))
+        schedule = self._schedule(doc)
+        if "task" in doc:
+            if "stage" in doc:
+                raise self.error("a pipeline lists [[task]] entries or [[stage]] entries, "
+                                 "not both", (), "stage")
+            tasks = self._top_tasks(doc["task"])
+            return Pipeline(name, (), options, description, dict(self.params),
+                            Path(self.path) if self.path is not None else None,
+                            tasks, schedule)
         stages_raw = doc.get("stage")
         if not isinstance(stages_raw, list) or not stages_raw:
-            raise self.error("a pipeline needs at least one [[stage]] with [[stage.task]] "
-                             "entries", (), "stage" if "stage" in doc else None)
+            raise self.error("a pipeline needs [[task]] entries, or at least one [[stage]] "
+                             "with [[stage.task]] entries", (),
+                             "stage" if "stage" in doc else None)
         stages: list[Stage] = []
         for i, raw in enumerate(stages_raw):
             stages.append(self._stage(raw, i, {s.name for s in stages}))
         return Pipeline(name, tuple(stages), options, description, dict(self.params),
-                        Path(self.path) if self.path is not None else None)
+                        Path(self.path) if self.path is not None else None,
+                        schedule=schedule)
+
+    def _schedule(self, doc: Mapping[str, Any]) -> Schedule | None:
+        if "schedule" not in doc:
+            return None
+        raw = self._table(doc, (), "schedule")
+        self._check_keys(raw, ("schedule",), SCHEDULE_KEYS)
+        return parse_schedule(raw, lambda msg, key: self.error(msg, ("schedule",), key))
+
+    def _top_tasks(self, raw: Any) -> tuple[TaskSpec, ...]:
+        if not isinstance(raw, list) or not raw:
+            raise self.error("'task' must be an array of tables ([[task]] entries)", (), "task")
+        tasks: list[TaskSpec] = []
+        for i, task_raw in enumerate(raw):
+            where: Path_ = ("task", i)
+            if isinstance(task_raw, dict) and "name" not in task_raw:
+                raise self.error(f"task {i + 1} needs a 'name'", where)
+            tasks.append(self._task(task_raw, where, None, {t.name for t in tasks}))
+
+        def graph_error(message: str, task: TaskSpec) -> PipelineError:
+            return self.error(message, ("task", tasks.index(task)), "after")
+
+        check_graph(tasks, graph_error)
+        return tuple(tasks)
 
     def _syntax_error(self, exc: tomllib.TOMLDecodeError) -> PipelineError:
         message = str(exc)
@@ -246,7 +291,7 @@ class _Parser:
 
     def _options(self, raw: dict[str, Any]) -> Options:
         where: Path_ = ("options",)
-        self._check_keys(raw, where, {"concurrency", "spark", "spark_conf"})
+        self._check_keys(raw, where, {"concurrency", "spark", "spark_conf", *RETRY_KEYS})
         concurrency = raw.get("concurrency")
         if concurrency is not None and (type(concurrency) is not int or concurrency < 1):
             raise self.error("'concurrency' must be a positive integer", where, "concurrency")
@@ -271,7 +316,11 @@ class _Parser:
         except ValueError as exc:
             raise self.error(str(exc), (*where, "spark"),
                              "remote" if "remote" in spark else "master") from None
-        return Options(concurrency, config)
+        def error(msg: str, key: str | None) -> PipelineError:
+            return self.error(msg, where, key)
+
+        return Options(concurrency, config, parse_retry(raw, Options().retry, error),
+                       parse_timeout(raw, None, error))
 
     def _stage(self, raw: Any, i: int, taken: set[str]) -> Stage:
         where: Path_ = ("stage", i)
@@ -291,15 +340,19 @@ class _Parser:
                                     {t.name for t in tasks}))
         return Stage(name, tuple(tasks), self.locate.line(where))
 
-    def _task(self, raw: Any, where: Path_, stage: str, taken: set[str]) -> TaskSpec:
+    def _task(self, raw: Any, where: Path_, stage: str | None, taken: set[str]) -> TaskSpec:
         number = int(where[-1]) + 1
+        of_stage = f" of stage {stage!r}" if stage is not None else ""
         if not isinstance(raw, dict):
-            raise self.error(f"task {number} of stage {stage!r} must be a table", where)
-        self._check_keys(raw, where, {"name", "sql", "python", "args"})
+            raise self.error(f"task {number}{of_stage} must be a table", where)
+        keys = {"name", "sql", "python", "args", *RETRY_KEYS}
+        self._check_keys(raw, where, keys if stage is not None else {*keys, "after"})
         name = self._string(raw, where, "name", f"task{number}")
-        label = f"task {name!r} of stage {stage!r}"
+        label = f"task {name!r}{of_stage}"
         if name in taken:
-            raise self.error(f"duplicate task name {name!r} in stage {stage!r}", where, "name")
+            raise self.error(f"duplicate task name {name!r}"
+                             + (f" in stage {stage!r}" if stage is not None else ""),
+                             where, "name")
         if ("sql" in raw) == ("python" in raw):
             raise self.error(f"{label} needs exactly one of 'sql' or 'python'"
                              + (", not both" if "sql" in raw else ""), where,
@@ -325,7 +378,20 @@ class _Parser:
             culprit = ("args" if isinstance(exc, TypeError) and "args" in raw
                        else "python" if "python" in raw else "sql")
             raise self.error(f"{label}: {exc}", where, culprit) from None
-        return TaskSpec(name, task, self.locate.line(where))
+        return self._task_spec(raw, where, name, task)
+
+    def _task_spec(self, raw: dict[str, Any], where: Path_, name: str, task: Task) -> TaskSpec:
+        def error(msg: str, key: str | None) -> PipelineError:
+            return self.error(f"task {name!r}: {msg}", where, key)
+
+        after = raw.get("after", [])
+        if not isinstance(after, list) or not all(isinstance(a, str) for a in after):
+            raise error("'after' must be a list of task names", "after")
+        if name in after:
+            raise error("a task cannot come after itself", "after")
+        return TaskSpec(name, task, self.locate.line(where), tuple(dict.fromkeys(after)),
+                        parse_retry(raw, self.options.retry, error),
+                        parse_timeout(raw, self.options.timeout, error))
 
 
 def _dotted(where: Path_) -> str:

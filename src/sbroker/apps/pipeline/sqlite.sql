@@ -14,3 +14,111 @@ CREATE TABLE IF NOT EXISTS PipelineTasks (
 -- name: insert_pipeline_task
 INSERT INTO PipelineTasks(LogID, SchedulerHandle, Pipeline, StageIndex, Stage, Task)
 VALUES (:log_id, :handle, :pipeline, :stage_index, :stage, :task)
+
+-- Durable runs (migration 0012): runs, their tasks and each task's attempts.
+
+-- name: insert_run
+-- Params: pipeline, file, params (JSON), start time, scheduler handle, schedule.
+INSERT INTO PipelineRuns(Pipeline, File, Params, Status, StartTime, SchedulerHandle, Schedule)
+VALUES (?, ?, ?, 'running', ?, ?, ?)
+RETURNING RunID
+
+-- name: run_by_id
+SELECT RunID, Pipeline, File, Params, Status, StartTime, EndTime, SchedulerHandle
+FROM PipelineRuns WHERE RunID = ?
+
+-- name: latest_unfinished
+SELECT RunID FROM PipelineRuns WHERE Pipeline = ? AND Status <> 'succeeded'
+ORDER BY RunID DESC LIMIT 1
+
+-- name: list_runs
+SELECT RunID, Pipeline, Status, StartTime, EndTime FROM PipelineRuns
+ORDER BY RunID DESC LIMIT ?
+
+-- name: list_runs_of
+SELECT RunID, Pipeline, Status, StartTime, EndTime FROM PipelineRuns WHERE Pipeline = ?
+ORDER BY RunID DESC LIMIT ?
+
+-- name: set_run
+-- Params: status, end time, scheduler handle, run id.
+UPDATE PipelineRuns SET Status = ?, EndTime = ?, SchedulerHandle = ? WHERE RunID = ?
+
+-- name: insert_run_task
+-- Params: run id, name, position, after (JSON), definition.
+INSERT INTO PipelineRunTasks(RunID, Name, Position, After, Definition) VALUES (?, ?, ?, ?, ?)
+
+-- name: run_tasks
+SELECT Name, Position, After, Definition, Status, Attempts, Failures, NextAttempt, StartTime,
+    EndTime, Value, Error
+FROM PipelineRunTasks WHERE RunID = ? ORDER BY Position
+
+-- name: set_task
+-- Params: status, attempts, failures, next attempt, start, end, value (JSON), error, run id,
+-- name.
+UPDATE PipelineRunTasks SET Status = ?, Attempts = ?, Failures = ?, NextAttempt = ?,
+    StartTime = ?, EndTime = ?, Value = ?, Error = ?
+WHERE RunID = ? AND Name = ?
+
+-- name: redefine_task
+-- Params: position, after (JSON), definition, run id, name.
+UPDATE PipelineRunTasks SET Position = ?, After = ?, Definition = ? WHERE RunID = ? AND Name = ?
+
+-- name: delete_run_task
+DELETE FROM PipelineRunTasks WHERE RunID = ? AND Name = ?
+
+-- name: insert_attempt
+-- Params: log id, run id, task, attempt number, deadline (epoch seconds or NULL).
+INSERT INTO PipelineAttempts(LogID, RunID, Task, Attempt, Deadline) VALUES (?, ?, ?, ?, ?)
+
+-- name: open_attempts
+SELECT LogID, Task, Deadline FROM PipelineAttempts WHERE RunID = ? AND Outcome IS NULL
+
+-- name: close_attempt
+-- Once only: the transaction that consumes an attempt's AsyncDone changes one row here; an
+-- attempt superseded by a changed definition (Outcome set already) changes none.
+UPDATE PipelineAttempts SET Outcome = ? WHERE LogID = ? AND Outcome IS NULL
+
+-- name: run_attempts
+SELECT a.Task, a.Attempt, a.LogID, e.Status, e.StartTime, e.EndTime, e.Error, a.Outcome
+FROM PipelineAttempts a JOIN ExecutionLog e ON e.LogID = a.LogID
+WHERE a.RunID = ? ORDER BY a.LogID
+
+-- Schedules (migration 0012): one row and one dialog (its conversation timer) each.
+
+-- name: upsert_schedule
+-- Params: name, file, params (JSON), every, cron, timezone, catchup, overlap, next due,
+-- dialog handle, created time.
+INSERT INTO PipelineSchedules(Name, File, Params, Every, Cron, Timezone, Catchup, Overlap,
+    NextDue, Handle, CreatedTime)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (Name) DO UPDATE SET File = excluded.File, Params = excluded.Params,
+    Every = excluded.Every, Cron = excluded.Cron, Timezone = excluded.Timezone,
+    Catchup = excluded.Catchup, Overlap = excluded.Overlap, NextDue = excluded.NextDue,
+    Handle = excluded.Handle
+
+-- name: schedule_by_name
+SELECT Name, File, Params, Every, Cron, Timezone, Catchup, Overlap, NextDue, Handle
+FROM PipelineSchedules WHERE Name = ?
+
+-- name: schedule_by_handle
+SELECT Name, File, Params, Every, Cron, Timezone, Catchup, Overlap, NextDue, Handle
+FROM PipelineSchedules WHERE Handle = ?
+
+-- name: list_schedules
+SELECT Name, File, Params, Every, Cron, Timezone, Catchup, Overlap, NextDue, Handle
+FROM PipelineSchedules ORDER BY Name
+
+-- name: set_next_due
+UPDATE PipelineSchedules SET NextDue = ? WHERE Name = ?
+
+-- name: delete_schedule
+DELETE FROM PipelineSchedules WHERE Name = ?
+
+-- name: running_runs_of_schedule
+SELECT count(*) FROM PipelineRuns WHERE Schedule = ? AND Status = 'running'
+
+-- name: insert_skipped_run
+-- A due run not started (its previous run still going, overlap = "skip"). Params: pipeline,
+-- file, params (JSON), time, schedule.
+INSERT INTO PipelineRuns(Pipeline, File, Params, Status, StartTime, EndTime, Schedule, Error)
+VALUES (?, ?, ?, 'skipped', ?, ?, ?, 'the previous run of the schedule was still going')

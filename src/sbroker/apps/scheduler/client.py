@@ -76,14 +76,7 @@ class Scheduler:
     # -- GetScheduler / ReleaseScheduler ---------------------------------------------------
     def __enter__(self) -> Scheduler:
         with self.broker.transaction() as tx:
-            self.handle = tx.begin_dialog(schema.INITIATOR_SERVICE, schema.TARGET_SERVICE,
-                                          schema.CONTRACT)
-            conversation = tx.conversation_id(self.handle)
-            tx.execute(
-                self._sql.add_scheduler,
-                (self.handle, conversation, self.name, self.priority,
-                 dt.datetime.now(dt.UTC).isoformat()),
-            )
+            self.handle = open_dialog(self.broker, tx, self.name, self.priority)
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -99,8 +92,7 @@ class Scheduler:
                 self.cancel(log_id)
         try:
             with self.broker.transaction() as tx:
-                tx.end_conversation(self.handle)
-                tx.execute(self._sql.drop_scheduler, (self.handle,))
+                close_dialog(self.broker, tx, self.handle)
         except BrokerError:
             pass  # ended already (e.g. by an administrator): nothing to release
         self.handle = None
@@ -112,15 +104,8 @@ class Scheduler:
         task = as_task(task)
         while self.max_concurrency is not None and len(self._in_flight) >= self.max_concurrency:
             self._buffer.extend(self._receive_done(None))  # the seed's semaphore
-        body = task_to_dict(task)
         with self.broker.transaction() as tx:
-            log_id = int(tx.execute(
-                self._sql.log_task,
-                (f"{os.getpid()}:{threading.current_thread().name}", handle, json.dumps(body),
-                 dt.datetime.now(dt.UTC).isoformat(), self.name),
-            ).fetchone()[0])
-            tx.send(handle, schema.ASYNC_SENT,
-                    json.dumps({"log_id": log_id, "task": body, "pool": self.name}))
+            log_id = send_task(self.broker, tx, handle, task, self.name)
         self._in_flight.add(log_id)
         self._sent[log_id] = len(self._sent)
         return log_id
@@ -219,13 +204,9 @@ class Scheduler:
         return any(row["session_id"] != me for row in self.broker.view("dm_broker_sessions"))
 
     def _result(self, msg: m.Message) -> TaskResult:
-        data = msg.json()
-        log_id = int(data["log_id"])
-        self._in_flight.discard(log_id)
-        start = _parse_time(data.get("start_time")) or dt.datetime.now(dt.UTC)
-        end = _parse_time(data.get("end_time")) or start
-        return TaskResult(log_id, data["status"], data.get("error"), start, end,
-                          data.get("value"), data.get("error_details"))
+        result = result_of(msg)
+        self._in_flight.discard(result.log_id)
+        return result
 
     # -- cancel and monitoring -----------------------------------------------------------------
     def cancel(self, log_id: int) -> None:
@@ -248,6 +229,44 @@ class Scheduler:
         if self.handle is None:
             raise BrokerError("the scheduler is not open: use it as `with broker.scheduler():`")
         return self.handle
+
+
+def send_task(broker: BrokerAPI, tx: Any, handle: str, task: Task | str, pool: str) -> int:
+    """ExecAsync inside the caller's transaction ``tx``: an ExecutionLog row for ``task`` and
+    its AsyncSent on the scheduler dialog ``handle``; returns the log id.  A caller that
+    records more in the same transaction (a pipeline run's attempt) gets it all or nothing."""
+    body = task_to_dict(as_task(task))
+    log_id = int(tx.execute(
+        sql(broker).log_task,
+        (f"{os.getpid()}:{threading.current_thread().name}", handle, json.dumps(body),
+         dt.datetime.now(dt.UTC).isoformat(), pool),
+    ).fetchone()[0])
+    tx.send(handle, schema.ASYNC_SENT, json.dumps({"log_id": log_id, "task": body, "pool": pool}))
+    return log_id
+
+
+def open_dialog(broker: BrokerAPI, tx: Any, name: str, priority: int = 5) -> str:
+    """GetScheduler inside ``tx``: a dialog to the executor, registered for fair serving."""
+    handle: str = tx.begin_dialog(schema.INITIATOR_SERVICE, schema.TARGET_SERVICE,
+                                  schema.CONTRACT)
+    tx.execute(sql(broker).add_scheduler, (handle, tx.conversation_id(handle), name, priority,
+                                           dt.datetime.now(dt.UTC).isoformat()))
+    return handle
+
+
+def close_dialog(broker: BrokerAPI, tx: Any, handle: str) -> None:
+    """ReleaseScheduler inside ``tx``: end the dialog and forget its registration."""
+    tx.end_conversation(handle)
+    tx.execute(sql(broker).drop_scheduler, (handle,))
+
+
+def result_of(msg: m.Message) -> TaskResult:
+    """The TaskResult an AsyncDone message carries."""
+    data = msg.json()
+    start = _parse_time(data.get("start_time")) or dt.datetime.now(dt.UTC)
+    end = _parse_time(data.get("end_time")) or start
+    return TaskResult(int(data["log_id"]), data["status"], data.get("error"), start, end,
+                      data.get("value"), data.get("error_details"))
 
 
 def cancel_task(broker: BrokerAPI, log_id: int) -> bool:

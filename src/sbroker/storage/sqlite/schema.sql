@@ -1,6 +1,12 @@
 -- index ExecutionLog_open
 CREATE INDEX ExecutionLog_open ON ExecutionLog(Status) WHERE Status IN ('queued', 'running');
 
+-- index PipelineAttempts_run
+CREATE INDEX PipelineAttempts_run ON PipelineAttempts(RunID, Task);
+
+-- index PipelineRuns_pipeline
+CREATE INDEX PipelineRuns_pipeline ON PipelineRuns(Pipeline, RunID);
+
 -- index ix_poison_message_details
 CREATE INDEX ix_poison_message_details ON poison_message_details(conversation_handle);
 
@@ -42,6 +48,18 @@ CREATE TABLE ExecutionLog ( LogID INTEGER PRIMARY KEY AUTOINCREMENT, CallerID TE
 
 -- table ExecutorSettings
 CREATE TABLE ExecutorSettings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+
+-- table PipelineAttempts
+CREATE TABLE PipelineAttempts ( LogID INTEGER PRIMARY KEY, RunID INTEGER NOT NULL, Task TEXT NOT NULL, Attempt INTEGER NOT NULL, Deadline REAL, Outcome TEXT );
+
+-- table PipelineRunTasks
+CREATE TABLE PipelineRunTasks ( RunID INTEGER NOT NULL, Name TEXT NOT NULL, Position INTEGER NOT NULL, After TEXT NOT NULL DEFAULT '[]', Definition TEXT NOT NULL, Status TEXT NOT NULL DEFAULT 'pending', Attempts INTEGER NOT NULL DEFAULT 0, Failures INTEGER NOT NULL DEFAULT 0, NextAttempt REAL, StartTime TEXT, EndTime TEXT, Value TEXT, Error TEXT, PRIMARY KEY (RunID, Name) );
+
+-- table PipelineRuns
+CREATE TABLE PipelineRuns ( RunID INTEGER PRIMARY KEY AUTOINCREMENT, Pipeline TEXT NOT NULL, File TEXT, Params TEXT NOT NULL DEFAULT '{}', Status TEXT NOT NULL DEFAULT 'running', StartTime TEXT NOT NULL, EndTime TEXT, SchedulerHandle TEXT, Schedule TEXT, Error TEXT );
+
+-- table PipelineSchedules
+CREATE TABLE PipelineSchedules ( Name TEXT PRIMARY KEY, File TEXT NOT NULL, Params TEXT NOT NULL DEFAULT '{}', Every REAL, Cron TEXT, Timezone TEXT NOT NULL DEFAULT 'UTC', Catchup INTEGER NOT NULL DEFAULT 0, Overlap TEXT NOT NULL DEFAULT 'skip', NextDue REAL NOT NULL, Handle TEXT, CreatedTime TEXT NOT NULL );
 
 -- table Schedulers
 CREATE TABLE Schedulers ( SchedulerHandle TEXT PRIMARY KEY, ConversationId TEXT NOT NULL, Name TEXT NOT NULL, Priority INTEGER NOT NULL DEFAULT 5, CreatedTime TEXT NOT NULL );

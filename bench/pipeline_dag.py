@@ -1,0 +1,158 @@
+"""Issue 38's benchmarks (run from ``python -m bench.scheduler --only dag``): durable DAG
+runs of no-op tasks on the broker.
+
+- overhead per task of a 1,000-task DAG (fan-out 100 -> fan-in 1, ten times), against the
+  same tasks as ten stages of 100, and against a thread pool of 4 running the bare functions
+  wave by wave;
+- the time from a dependency's success (its ExecutionLog EndTime) to its dependant's start
+  (StartTime), over a chain of 200 tasks: p50 and p99;
+- resume cost: from ``resume_run`` to the first task starting, for a run of 1,000 tasks.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import statistics
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import sbroker
+from bench.tasks import noop
+from sbroker.apps.pipeline import (
+    Options,
+    Pipeline,
+    RunListener,
+    RunState,
+    Stage,
+    TaskSpec,
+    TaskState,
+    resume_run,
+    run_attempts,
+    start_run,
+)
+from sbroker.apps.spark import PythonTask, SparkRunner
+
+BLOCKS, FAN = 10, 99  # ten times: 99 tasks side by side, then one after all of them
+READERS = 4
+NOOP = PythonTask("bench.tasks:noop")
+
+
+def _broker(tmp: Path, name: str) -> sbroker.Broker:
+    b = sbroker.Broker.open(tmp / f"{name}.db", monitor_interval=0.2)
+    b.install_executor(max_queue_readers=READERS, runner=SparkRunner())  # no JVM: no-ops
+    b.start()
+    return b
+
+
+def fan_dag(last: PythonTask = NOOP) -> Pipeline:
+    """1,000 tasks: ten blocks of 99 after the previous join, then a join after them."""
+    tasks: list[TaskSpec] = []
+    join: tuple[str, ...] = ()
+    for b in range(BLOCKS):
+        fan = [TaskSpec(f"b{b}t{i}", NOOP, after=join) for i in range(FAN)]
+        final = last if b == BLOCKS - 1 else NOOP
+        tasks += [*fan, TaskSpec(f"b{b}join", final, after=tuple(t.name for t in fan))]
+        join = (f"b{b}join",)
+    return Pipeline("dag", (), Options(), tasks=tuple(tasks))
+
+
+def staged() -> Pipeline:
+    """The same 1,000 no-op tasks as ten stages of 100."""
+    stages = tuple(Stage(f"s{s}", tuple(TaskSpec(f"t{i}", NOOP) for i in range(100)))
+                   for s in range(BLOCKS))
+    return Pipeline("stages", stages, Options())
+
+
+def _timed_run(tmp: Path, name: str, pipeline: Pipeline) -> float:
+    b = _broker(tmp, name)
+    try:
+        start = time.perf_counter()
+        state = start_run(b, pipeline)
+        elapsed = time.perf_counter() - start
+        assert state.status == "succeeded", state.status
+        return elapsed * 1000 / len(pipeline.dag)
+    finally:
+        b.close()
+
+
+def _thread_pool() -> float:
+    """ms per task: the bare functions on 4 threads, each wave after the one before."""
+    start = time.perf_counter()
+    with ThreadPoolExecutor(READERS) as pool:
+        for _ in range(BLOCKS):
+            list(pool.map(lambda _i: noop(None), range(FAN)))
+            pool.submit(noop, None).result()
+    return (time.perf_counter() - start) * 1000 / (BLOCKS * (FAN + 1))
+
+
+def overhead(tmp: Path, runs: int) -> dict[str, list[float]]:
+    """ms per task for the DAG, the stages and the thread pool, paired run by run."""
+    out: dict[str, list[float]] = {"dag": [], "stages": [], "pool": []}
+    for run in range(runs):
+        out["dag"].append(_timed_run(tmp, f"dag{run}", fan_dag()))
+        out["stages"].append(_timed_run(tmp, f"stages{run}", staged()))
+        out["pool"].append(_thread_pool())
+    return out
+
+
+def _t(text: Any) -> float:
+    return dt.datetime.fromisoformat(str(text)).timestamp()
+
+
+def latency(tmp: Path, runs: int, length: int = 200) -> list[float]:
+    """ms from each task's success to its dependant's start along a chain, all runs."""
+    chain = tuple(TaskSpec(f"c{i}", NOOP, after=(f"c{i - 1}",) if i else ())
+                  for i in range(length))
+    gaps: list[float] = []
+    for run in range(runs):
+        b = _broker(tmp, f"chain{run}")
+        try:
+            state = start_run(b, Pipeline("chain", (), Options(), tasks=chain))
+            rows = {a["task"]: a for a in run_attempts(b, state.run_id)}
+            gaps += [(_t(rows[f"c{i}"]["start_time"]) - _t(rows[f"c{i - 1}"]["end_time"]))
+                     * 1000 for i in range(1, length)]
+        finally:
+            b.close()
+    return gaps
+
+
+class _FirstStart(RunListener):
+    def __init__(self) -> None:
+        self.at: float | None = None
+
+    def task_started(self, run: RunState, task: TaskState) -> None:
+        if self.at is None:
+            self.at = time.perf_counter()
+
+
+def resume_cost(tmp: Path, runs: int) -> list[float]:
+    """ms from ``resume_run`` to its first task start, for a 1,000-task run whose last
+    task failed (999 kept)."""
+    out: list[float] = []
+    pipeline = fan_dag(last=PythonTask("bench.tasks:fail"))
+    for run in range(runs):
+        b = _broker(tmp, f"resume{run}")
+        try:
+            first = start_run(b, pipeline)
+            assert first.status == "failed"
+            listener = _FirstStart()
+            start = time.perf_counter()
+            resume_run(b, pipeline, first.run_id, listener=listener)
+            assert listener.at is not None
+            out.append((listener.at - start) * 1000)
+        finally:
+            b.close()
+    return out
+
+
+def percentile(values: list[float], p: float) -> float:
+    """The ``p``-th percentile (nearest rank)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))]
+
+
+def median(values: list[float]) -> float:
+    """The median."""
+    return statistics.median(values)
