@@ -193,13 +193,13 @@ def run(spark: Any, out: Path, orders: int, threshold: int,
         if producer.wait() != 0:
             raise SystemExit("the producer failed")
         print(f"{orders:,} orders sent by the producer process")
-        billed = bill(spark, db, out, bill_batch)  # beside the two running queries
-        print(f"billing job: {sum(billed):,} invoices in micro-batches of {billed}, stopped")
-        again = bill(spark, db, out, bill_batch)
-        print(f"billing job run again: {sum(again):,} new invoices")
         first.processAllAvailable()
         first.processAllAvailable()  # the batch without data that writes the final minutes
         second.processAllAvailable()
+        billed = bill(spark, db, out, bill_batch)  # beside the two queries, still running
+        print(f"billing job: {sum(billed):,} invoices in micro-batches of {billed}, stopped")
+        again = bill(spark, db, out, bill_batch)
+        print(f"billing job run again: {sum(again):,} new invoices")
         per_minute = spark.read.parquet(str(out / "per_minute"))
         expected = per_minute.where(F.col("quantity") > threshold).count()
         deadline = time.monotonic() + 60

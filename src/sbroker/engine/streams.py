@@ -18,9 +18,10 @@ Python merges the ten (a scan from a position over all levels would read every m
 the queue, and a rowid scan every message of every queue).
 
 Two positions per queue live in ``sb_stream_sources``: ``committed`` (every message at or
-before it has been received) and ``planned`` (the highest end offset handed to Spark). A
-reader that starts again plans from ``planned``, so its offsets never go back behind one Spark
-may hold, whichever batches Spark had committed when the last reader died.
+before it has been received) and ``planned`` (the highest end offset handed to Spark). Spark's
+source plans from the start Spark gives it; without one a reader plans from ``planned``, so its
+offsets never go back behind one Spark may hold. A Trigger.AvailableNow run plans up to its
+:meth:`StreamSource.horizon`.
 
 The claim. One row per queue names the reader that holds it (a token of its own) and the
 broker session of its process; the session's end (``Broker.close``) or its reaping as dead

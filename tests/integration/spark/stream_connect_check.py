@@ -39,6 +39,7 @@ def main(remote: str, url: str, checkpoint: str) -> dict[str, object]:
                              trigger={"availableNow": True})
         try:
             query.awaitTermination()
+            sizes = batch_sizes(query)  # asks the server: before spark.stop()
         finally:
             query.stop()
         snapshot = spark.read.format("sbroker").option("url", url).option("queue", "Out").load()
@@ -48,7 +49,7 @@ def main(remote: str, url: str, checkpoint: str) -> dict[str, object]:
                 by_conversation.get(r.conversation_handle, "") + r.message_body.decode())
     finally:
         spark.stop()
-    return {"sent": out_count(url), "available_now": batch_sizes(query),
+    return {"sent": out_count(url), "available_now": sizes,
             "snapshot": sorted(by_conversation.values())}
 
 
