@@ -205,7 +205,8 @@ def test_a_checkpoint_ahead_of_the_database_is_refused(db: str) -> None:
 
 def test_a_spark_without_read_limits_is_refused_with_one_line(db: str) -> None:
     driver = _source(db).streamReader(StructType())
-    with pytest.raises(sbroker.InvalidArgumentError, match="needs PySpark 4.2 or later"):
+    with pytest.raises(sbroker.InvalidArgumentError,
+                       match="needs PySpark 4.2 or later where Spark runs it"):
         driver.latestOffset()  # what PySpark 4.0 and 4.1 call
     driver.stop()
 

@@ -31,7 +31,7 @@ import contextlib
 import gc
 import json
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -46,12 +46,6 @@ from pyspark.sql.datasource import (
     InputPartition,
     WriterCommitMessage,
 )
-from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable,
-    ReadLimit,
-    ReadMaxRows,
-    SupportsTriggerAvailableNow,
-)
 from pyspark.sql.types import BinaryType, StringType, StructType
 
 from sbroker.apps.spark.stream_options import (
@@ -63,6 +57,25 @@ from sbroker.apps.spark.stream_options import (
 )
 from sbroker.core.errors import InvalidArgumentError
 from sbroker.engine import streams
+
+NEEDS = (f"the sbroker data source needs PySpark 4.2 or later where Spark runs it (read limits "
+         f"and Trigger.AvailableNow); this Python has PySpark {pyspark_version}")
+
+
+@one_line
+def _too_old(error: ImportError) -> NoReturn:
+    raise InvalidArgumentError(NEEDS) from error
+
+
+try:
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable,
+        ReadLimit,
+        ReadMaxRows,
+        SupportsTriggerAvailableNow,
+    )
+except ImportError as missing:  # PySpark 4.0 or 4.1 (a cluster's, a Connect server's)
+    _too_old(missing)
 
 SCHEMA = (
     "conversation_handle string, conversation_group_id string, message_sequence_number long,"
@@ -188,9 +201,7 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict[str, Any] | None = None,
                      limit: ReadLimit | None = None) -> dict[str, Any]:
         if start is None or limit is None:
-            raise InvalidArgumentError(
-                "the sbroker source needs PySpark 4.2 or later where Spark runs it (read "
-                f"limits and Trigger.AvailableNow); this Python worker has {pyspark_version}")
+            raise InvalidArgumentError(NEEDS)
         source = self._held()
         after = self.options.position(start)
         if after > source.planned:
