@@ -18,9 +18,10 @@ Python merges the ten (a scan from a position over all levels would read every m
 the queue, and a rowid scan every message of every queue).
 
 Two positions per queue live in ``sb_stream_sources``: ``committed`` (every message at or
-before it has been received) and ``planned`` (the highest end offset handed to Spark). A
-reader that starts again plans from ``planned``, so its offsets never go back behind one Spark
-may hold, whichever batches Spark had committed when the last reader died.
+before it has been received) and ``planned`` (the highest end offset handed to Spark). Spark's
+source plans from the start Spark gives it; without one a reader plans from ``planned``, so its
+offsets never go back behind one Spark may hold. A Trigger.AvailableNow run plans up to its
+:meth:`StreamSource.horizon`.
 
 The claim. One row per queue names the reader that holds it (a token of its own) and the
 broker session of its process; the session's end (``Broker.close``) or its reaping as dead
@@ -67,6 +68,8 @@ CLAIM_WAIT = 5.0
 refused: Spark stops a stream's reader by killing its process, and the next run of the query
 may come at once."""
 CLAIM_POLL = 0.1
+NUMBER_CHUNK = 10_000
+"""Rows a PostgreSQL stream numbers per statement when it numbers a whole backlog."""
 SINK_ATTEMPTS = 3
 
 
@@ -297,30 +300,57 @@ class StreamSource:
                 "ended): restart the query")
 
     # -- planning and receiving --------------------------------------------------------------
-    def latest(self, max_messages: int) -> int:
-        """The end of the next batch: at most ``max_messages`` ready messages past the highest
-        end planned so far (which it becomes), or that end if there are none."""
+    def _check(self) -> None:
         if not self.claimed:
             raise QueueStreamedError(f"the stream does not hold queue {self.queue.name!r}")
         if not queue_info(self.broker, self.queue.name).status:
             raise QueueDisabledError(
                 f"the queue {self.queue.name!r} is disabled (status off): enable it with "
                 "alter_queue(status=True) and restart the query")
-        with self.broker.transaction() as tx:  # PostgreSQL: positions for new rows
-            numbered = tx.execute(sql(self.broker)["stream_number"],
-                                  {**self._mine(), "limit": max_messages}).fetchone()
-            if numbered is None or numbered[0] is None:
-                self._owned(tx)
-        found = positions(self.broker, self.queue.queue_id, self.planned, limit=max_messages)
-        if not found or found[-1] <= self.planned:
-            return self.planned
+
+    def _number(self, limit: int | None) -> None:
+        """Give positions to committed ready rows that have none (PostgreSQL): at most
+        ``limit``, or every one (None) a chunk at a time; and check the claim."""
+        chunk = NUMBER_CHUNK if limit is None else limit
+        while True:
+            with self.broker.transaction() as tx:
+                numbered = tx.execute(sql(self.broker)["stream_number"],
+                                      {**self._mine(), "limit": chunk}).fetchone()
+                if numbered is None or numbered[0] is None:
+                    self._owned(tx)
+                    return
+            if limit is not None or int(numbered[0]) < chunk:
+                return
+
+    def horizon(self) -> int:
+        """A position at or after every message committed to the queue so far and before
+        every one committed later (the end of a Trigger.AvailableNow run)."""
+        self._check()
+        self._number(None)
+        with self.broker.db.read() as conn:
+            found = conn.execute(sql(self.broker)["stream_horizon"],
+                                 {"queue": self.queue.queue_id}).fetchone()
+        return max(self.planned, int(found[0]) if found else 0)
+
+    def latest(self, max_messages: int | None, *, after: int | None = None,
+               through: int = LAST_POSITION) -> int:
+        """The end of the next batch: the position of the ``max_messages``-th ready message
+        (None: of the last) in (``after``, ``through``], or ``after`` if there is none.
+        ``after`` defaults to the highest end planned so far, which the end raises."""
+        self._check()
+        self._number(max_messages)  # PostgreSQL: positions for new rows
+        start = self.planned if after is None else after
+        found = positions(self.broker, self.queue.queue_id, start, through,
+                          -1 if max_messages is None else max_messages)
+        if not found or found[-1] <= start:
+            return start
         end = found[-1]
         with self.broker.transaction() as tx:
             params = {**self._mine(), "planned": end}
             if not tx.execute(sql(self.broker)["stream_plan"], params).rowcount:
                 self._owned(tx)
-        self._last_plan = (self.planned, end, found)
-        self.planned = end
+        self._last_plan = (start, end, found)
+        self.planned = max(self.planned, end)
         return end
 
     def positions(self, after: int, through: int) -> list[int]:

@@ -227,6 +227,26 @@ def test_batches_are_capped_and_offsets_never_go_back(pair: sbroker.Broker) -> N
     assert _range(pair, again, third, again.latest(10)) == ["5"]
 
 
+def test_a_horizon_bounds_a_run_to_what_was_committed_when_it_started(
+        pair: sbroker.Broker, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Trigger.AvailableNow: the horizon covers every message committed before it was taken
+    (on PostgreSQL numbered a chunk at a time) and none after; batches from a given start
+    under a row limit, or without one."""
+    monkeypatch.setattr(streams, "NUMBER_CHUNK", 2)
+    handle = begin_and_send(pair, *map(str, range(5)))
+    source = _source(pair)
+    horizon = source.horizon()
+    send(pair, handle, "late")
+    first = source.latest(3, after=0, through=horizon)
+    assert _range(pair, source, 0, first) == ["0", "1", "2"]
+    rest = source.latest(None, after=first, through=horizon)
+    assert _range(pair, source, first, rest) == ["3", "4"]
+    assert source.latest(3, after=rest, through=horizon) == rest  # the run is done
+    # a start behind the plan (a driver killed before Spark logged the end it was given)
+    assert _range(pair, source, 0, source.latest(1, after=0)) == ["0"]
+    assert _range(pair, source, rest, source.latest(None, after=rest)) == ["late"]
+
+
 def test_a_range_reads_the_same_rows_again_and_new_messages_land_after_it(
         pair: sbroker.Broker) -> None:
     handle = begin_and_send(pair, "a", "b")

@@ -21,14 +21,23 @@ def make_database(url: str) -> None:
 
 
 def pass_through(spark: Any, url: str, checkpoint: str, *, per_batch: int = 1_000,
-                 claim_timeout: float = 5.0) -> Any:
-    """Start In -> Out: each message sent on, on one conversation per source conversation."""
+                 claim_timeout: float = 5.0, trigger: dict[str, Any] | None = None) -> Any:
+    """Start In -> Out: each message sent on, on one conversation per source conversation
+    (``trigger``: the keywords of ``DataStreamWriter.trigger``; none: Spark's default)."""
     source = (spark.readStream.format("sbroker").option("url", url).option("queue", "In")
               .option("maxMessagesPerBatch", per_batch)
               .option("claimTimeout", claim_timeout).load())
-    return (source.selectExpr("conversation_handle AS conversation_key", "message_body")
-            .writeStream.format("sbroker").option("url", url).option("from_service", "Src")
-            .option("to_service", "Out").option("checkpointLocation", checkpoint).start())
+    writer = (source.selectExpr("conversation_handle AS conversation_key", "message_body")
+              .writeStream.format("sbroker").option("url", url).option("from_service", "Src")
+              .option("to_service", "Out").option("checkpointLocation", checkpoint))
+    if trigger:
+        writer = writer.trigger(**trigger)
+    return writer.start()
+
+
+def batch_sizes(query: Any) -> list[int]:
+    """The rows of each micro-batch of the query's run that read any, from its progress."""
+    return [int(p["numInputRows"]) for p in query.recentProgress if p["numInputRows"]]
 
 
 def out_count(url: str) -> int:

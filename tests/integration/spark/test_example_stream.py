@@ -25,8 +25,11 @@ def test_the_stream_pipeline_aggregates_writes_and_alerts(
     example = importlib.util.module_from_spec(spec)
     sys.modules["stream_pipeline"] = example  # the activated procedure's module
     spec.loader.exec_module(example)
-    seen = example.run(spark, tmp_path / "stream", orders=4_000, threshold=160)
+    seen = example.run(spark, tmp_path / "stream", orders=4_000, threshold=160,
+                       bill_batch=1_500)
     assert seen["orders"] == 4_000  # every order counted once (the closing one stays open)
+    assert seen["billed"] == [1_500, 1_500, 1_000]  # the scheduled job, in batches, stopped
+    assert seen["billed_again"] == [] and seen["invoices"] == 4_000
     assert seen["rows"] > 10 * 10  # ten minutes, most products every minute
     assert seen["alerts"] == seen["expected"] > 0
     assert "ALERT P00" in capsys.readouterr().out

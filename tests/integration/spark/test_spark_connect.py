@@ -92,4 +92,5 @@ def test_the_sbroker_data_source_streams_over_spark_connect(connect_url: str,
         capture_output=True, text=True, env=env, timeout=600)
     assert child.returncode == 0, child.stderr[-3000:]
     assert json.loads(child.stdout.strip().splitlines()[-1]) == {
-        "sent": 3, "snapshot": ["a", "b", "c"]}
+        "sent": 8, "last_batch": 3,  # five messages at two per batch: batches 1, 2, 3
+        "snapshot": ["abc", "defgh"]}

@@ -11,6 +11,12 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from pyspark.sql import Row
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    ReadMinRows,
+)
 from pyspark.sql.types import (
     BinaryType,
     DataType,
@@ -104,13 +110,20 @@ def test_one_line_hides_the_worker_traceback_of_sbroker_errors_only(
 
 
 # -- the source -------------------------------------------------------------------------------
+def _end(driver: ds.QueueStreamReader, start: dict[str, object],
+         limit: ReadLimit | None = None) -> dict[str, object]:
+    """latestOffset as Spark calls it: from ``start``, under the default read limit."""
+    return driver.latestOffset(start, limit or driver.getDefaultReadLimit())
+
+
 def test_a_stream_reads_plans_replays_and_receives(db: str) -> None:
     _fill(db, 5)
     source = _source(db, maxMessagesPerBatch="3", messagesPerPartition="2")
     driver = source.streamReader(StructType())
+    assert driver.getDefaultReadLimit() == ReadMaxRows(3)
     start = driver.initialOffset()
     assert start == {"queue": "In", "queuing_order": 0}
-    end = driver.latestOffset()
+    end = _end(driver, start)
     parts = driver.partitions(start, end)
     assert len(parts) == 2  # 3 messages, at most 2 per partition
     executor = pickle.loads(pickle.dumps(source.streamReader(StructType())))  # as Spark ships it
@@ -120,12 +133,81 @@ def test_a_stream_reads_plans_replays_and_receives(db: str) -> None:
     batch = next(executor.read(parts[0]))
     assert batch.schema == ds.ARROW_SCHEMA and batch.column("priority").to_pylist() == [5, 5]
     assert len(_peek(db, "In")) == 5  # read twice, received by nobody yet
-    following = driver.latestOffset()  # Spark committed the batch it ran: received now
+    following = _end(driver, end)  # Spark committed the batch that ended there: received now
     assert [m.text() for m in _peek(db, "In")] == ["m3", "m4"]
     driver.commit(end)  # what Spark calls when it plans the next batch: nothing left to do
     assert _bodies(executor.read(driver.partitions(end, following)[0])) == [b"m3", b"m4"]
-    assert driver.latestOffset() == following  # caught up
+    assert _end(driver, following) == following  # caught up
     assert _peek(db, "In") == []
+    driver.stop()
+
+
+def _positions(offsets: list[dict[str, object]]) -> list[object]:
+    return [o["queuing_order"] for o in offsets]
+
+
+def test_the_read_limit_is_sparks_to_give(db: str) -> None:
+    """ReadMaxRows caps a batch whatever the option says; ReadAllAvailable (Trigger.Once)
+    takes everything; a limit the source cannot honour is refused with one line."""
+    _fill(db, 7)
+    driver = _source(db, maxMessagesPerBatch="3").streamReader(StructType())
+    start = driver.initialOffset()
+    two = _end(driver, start, ReadMaxRows(2))
+    assert [len(_bodies(_read_all(driver, start, two)))] == [2]
+    everything = _end(driver, two, ReadAllAvailable())
+    assert _bodies(_read_all(driver, two, everything)) == [f"m{i}".encode() for i in range(2, 7)]
+    with pytest.raises(sbroker.InvalidArgumentError, match="not ReadMinRows"):
+        driver.latestOffset(everything, ReadMinRows(5))
+    driver.stop()
+
+
+def _read_all(driver: ds.QueueStreamReader, start: dict[str, object],
+              end: dict[str, object]) -> Iterator[pa.RecordBatch]:
+    for part in driver.partitions(start, end):
+        yield from driver.read(part)
+
+
+def _run_available_now(driver: ds.QueueStreamReader, start: dict[str, object]
+                       ) -> tuple[list[int], dict[str, object]]:
+    """What Spark does with Trigger.AvailableNow once it prepared the source: batches until
+    the source has nothing more; each batch's size, and the last offset."""
+    sizes = []
+    while (end := _end(driver, start)) != start:
+        sizes.append(len(_bodies(_read_all(driver, start, end))))
+        start = end
+    return sizes, start
+
+
+def test_available_now_stops_at_what_was_there_when_the_run_started(db: str) -> None:
+    _fill(db, 7)
+    driver = _source(db, maxMessagesPerBatch="3").streamReader(StructType())
+    start = driver.initialOffset()
+    driver.prepareForTriggerAvailableNow()
+    _fill(db, 4)  # sent after the run started: the next run's
+    sizes, last = _run_available_now(driver, start)
+    assert sizes == [3, 3, 1]
+    # the run's seven received (the last by the ask that found nothing more); four wait
+    assert len(_peek(db, "In")) == 4
+    driver.stop()
+    again = _source(db, maxMessagesPerBatch="3").streamReader(StructType())
+    again.prepareForTriggerAvailableNow()
+    assert _run_available_now(again, last)[0] == [3, 1]
+    again.stop()
+    assert _peek(db, "In") == []
+
+
+def test_a_checkpoint_ahead_of_the_database_is_refused(db: str) -> None:
+    driver = _source(db).streamReader(StructType())
+    with pytest.raises(sbroker.InvalidArgumentError, match="checkpoint of its own"):
+        _end(driver, {"queue": "In", "queuing_order": 99})
+    driver.stop()
+
+
+def test_a_spark_without_read_limits_is_refused_with_one_line(db: str) -> None:
+    driver = _source(db).streamReader(StructType())
+    with pytest.raises(sbroker.InvalidArgumentError,
+                       match="needs PySpark 4.2 or later where Spark runs it"):
+        driver.latestOffset()  # what PySpark 4.0 and 4.1 call
     driver.stop()
 
 
@@ -134,7 +216,7 @@ def test_a_second_stream_reader_is_refused_and_the_first_keeps_the_queue(db: str
     first.initialOffset()
     second = _source(db, claimTimeout="0").streamReader(StructType())
     with pytest.raises(QueueStreamedError, match="read by another stream"):
-        second.latestOffset()
+        second.initialOffset()
     second.stop()
     with sbroker.Broker.open(db) as b:
         assert b.view("dm_broker_streams")[0]["pid"] == os.getpid()

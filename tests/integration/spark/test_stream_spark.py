@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from stream_helpers import CONVERSATIONS, make_database, out_count, pass_through
+from stream_helpers import CONVERSATIONS, batch_sizes, make_database, out_count, pass_through
 from support.postgres import RunServer
 
 import sbroker
@@ -61,20 +61,48 @@ def _produce(url: str, messages: int = MESSAGES) -> None:
                     tx.send(handles[c], "DEFAULT", f"{c}:{i // CONVERSATIONS}")
 
 
-def _assert_exactly_once_in_order(url: str, messages: int = MESSAGES) -> None:
+def _assert_exactly_once_in_order(url: str, *produced: int) -> None:
+    """Out holds every message of each _produce call (``produced``: their counts, MESSAGES
+    by default) once, each source conversation's on one conversation, in order."""
+    produced = produced or (MESSAGES,)
     with sbroker.Broker.open(url) as b:
         rows = b.peek("Out")
     by_conversation: dict[str, list[tuple[int, str]]] = {}
     for m in rows:
         by_conversation.setdefault(m.conversation_handle, []).append(
             (m.message_sequence_number, m.text()))
-    assert len(rows) == messages
-    assert len(by_conversation) == CONVERSATIONS
+    assert len(rows) == sum(produced)
+    assert sorted(len(sent) for sent in by_conversation.values()) == sorted(
+        n // CONVERSATIONS for n in produced for _ in range(CONVERSATIONS))
     for sent in by_conversation.values():
         assert [n for n, _ in sent] == list(range(len(sent)))  # sent in order
         (source,) = {body.split(":")[0] for _, body in sent}  # one source conversation
-        assert [int(body.split(":")[1]) for _, body in sent] == list(
-            range(messages // CONVERSATIONS)), source
+        assert [int(body.split(":")[1]) for _, body in sent] == list(range(len(sent))), source
+
+
+def _assert_all_received(url: str, messages: int) -> None:
+    with sbroker.Broker.open(url) as b:
+        (stats,) = [s for s in b.view("queue_stats") if s["queue_name"] == "In"]
+    assert stats["messages_received_total"] == messages
+    assert stats["ready_messages"] == 0
+
+
+def _kill_driver_when(url: str, checkpoint: str, count: int, *args: str) -> None:
+    """Run stream_driver.py (``args``: its trigger and batch size), SIGKILL it once Out holds
+    ``count`` messages, and wait for its JVM to exit."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    driver = subprocess.Popen([sys.executable, str(HERE / "stream_driver.py"), url,
+                               checkpoint, *args], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert driver.stdout is not None
+        jvm = json.loads(driver.stdout.readline())["jvm"]
+        _until(f"{count:,} messages", lambda: out_count(url) >= count)
+    finally:
+        driver.send_signal(signal.SIGKILL)
+        driver.wait(DEADLINE)
+        if driver.stdout is not None:
+            driver.stdout.close()
+    _until("the killed driver's JVM to exit", lambda: _gone(jvm))
 
 
 def test_every_message_arrives_once_in_order_through_stops_restarts_and_a_kill(
@@ -91,19 +119,7 @@ def test_every_message_arrives_once_in_order_through_stops_restarts_and_a_kill(
                 _until(f"{stop_after} messages", lambda n=stop_after: out_count(url) >= n)
             finally:
                 query.stop()
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-        driver = subprocess.Popen([sys.executable, str(HERE / "stream_driver.py"), url,
-                                   checkpoint], stdout=subprocess.PIPE, text=True, env=env)
-        try:
-            assert driver.stdout is not None
-            jvm = json.loads(driver.stdout.readline())["jvm"]
-            _until("6,500 messages", lambda: out_count(url) >= 6_500)
-        finally:
-            driver.send_signal(signal.SIGKILL)
-            driver.wait(DEADLINE)
-            if driver.stdout is not None:
-                driver.stdout.close()
-        _until("the killed driver's JVM to exit", lambda: _gone(jvm))
+        _kill_driver_when(url, checkpoint, 6_500)
     finally:
         producer.join()
     query = pass_through(spark, url, checkpoint, claim_timeout=120)  # takes the queue back
@@ -112,12 +128,86 @@ def test_every_message_arrives_once_in_order_through_stops_restarts_and_a_kill(
     finally:
         query.stop()
     _assert_exactly_once_in_order(url)
-    with sbroker.Broker.open(url) as b:
-        (stats,) = [s for s in b.view("queue_stats") if s["queue_name"] == "In"]
-        # every message received once (the last batch too: processAllAvailable returns
-        # after Spark asked for more, which is when it is received)
-        assert stats["messages_received_total"] == MESSAGES
-        assert stats["ready_messages"] == 0
+    # every message received once (the last batch too: processAllAvailable returns after
+    # Spark asked for more, which is when it is received)
+    _assert_all_received(url, MESSAGES)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh database with the pass-through's queues. A PostgreSQL one is not dropped
+    after: Spark's reused Python workers keep their brokers on it (the server goes at the
+    end of the run)."""
+    if request.param == "sqlite":
+        found = str(tmp_path / "broker.db")
+    else:
+        found = request.getfixturevalue("postgres").new_database()
+    make_database(found)
+    return found
+
+
+AVAILABLE_NOW = {"availableNow": True}
+
+
+def _run(spark: SparkSession, url: str, checkpoint: str, trigger: dict[str, bool],
+         per_batch: int = 300) -> list[int]:
+    """One run of the pass-through with a trigger that ends: its micro-batches' sizes."""
+    query = pass_through(spark, url, checkpoint, per_batch=per_batch, trigger=trigger,
+                         claim_timeout=120)
+    try:
+        assert query.awaitTermination(DEADLINE), "the run did not end"
+    finally:
+        query.stop()
+    return batch_sizes(query)
+
+
+def test_available_now_reads_what_is_there_in_batches_of_the_limit_then_stops(
+        spark: SparkSession, tmp_path: Path, url: str) -> None:
+    """The scheduled job of SPEC §12: each run takes every message committed when it starts,
+    in micro-batches of at most maxMessagesPerBatch, and ends; the next run the rest."""
+    register(spark)
+    checkpoint = str(tmp_path / "checkpoint")
+    _produce(url, 1_000)
+    assert _run(spark, url, checkpoint, AVAILABLE_NOW) == [300, 300, 300, 100]
+    assert out_count(url) == 1_000
+    _assert_all_received(url, 1_000)  # the last batch too, in the same run
+    assert _run(spark, url, checkpoint, AVAILABLE_NOW) == []  # nothing new: nothing written
+    assert out_count(url) == 1_000
+    _produce(url, 500)
+    assert _run(spark, url, checkpoint, AVAILABLE_NOW) == [300, 200]
+    _assert_exactly_once_in_order(url, 1_000, 500)
+    _assert_all_received(url, 1_500)
+
+
+def test_available_now_and_once_keep_exactly_once_through_a_kill_and_a_stop(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """An AvailableNow driver killed with SIGKILL mid-run, a run stopped mid-run, messages
+    sent between runs, runs to the end, and a Trigger.Once run (everything in one batch, as
+    Spark documents): every message once, in order."""
+    register(spark)
+    url, checkpoint = str(tmp_path / "broker.db"), str(tmp_path / "checkpoint")
+    make_database(url)
+    _produce(url, 3_000)
+    _kill_driver_when(url, checkpoint, 900, "availableNow", "300")
+    assert out_count(url) < 3_000  # killed mid-run
+    query = pass_through(spark, url, checkpoint, per_batch=300, trigger=AVAILABLE_NOW,
+                         claim_timeout=120)
+    try:
+        _until("1,800 messages", lambda: out_count(url) >= 1_800)
+    finally:
+        query.stop()
+    _produce(url, 1_000)
+    _run(spark, url, checkpoint, AVAILABLE_NOW)
+    _assert_exactly_once_in_order(url, 3_000, 1_000)
+    _assert_all_received(url, 4_000)
+    _produce(url, 500)
+    assert _run(spark, url, checkpoint, {"once": True}) == [500]  # no read limit
+    assert out_count(url) == 4_500
+    # Spark tells a source that a batch is committed when it plans the next: the batch of a
+    # Trigger.Once run is received when the next run starts
+    assert _run(spark, url, checkpoint, AVAILABLE_NOW) == []
+    _assert_exactly_once_in_order(url, 3_000, 1_000, 500)
+    _assert_all_received(url, 4_500)
 
 
 def _error_of(start: Callable[[], object]) -> str:
@@ -218,9 +308,6 @@ def test_a_stream_on_a_postgresql_broker_sends_every_message_once(
     finally:
         query.stop()
     _assert_exactly_once_in_order(url, messages)
-    with sbroker.Broker.open(url) as b:
-        (stats,) = [s for s in b.view("queue_stats") if s["queue_name"] == "In"]
-        assert stats["messages_received_total"] == messages
-        assert stats["ready_messages"] == 0
+    _assert_all_received(url, messages)
     snapshot = spark.read.format("sbroker").option("url", url).option("queue", "Out").load()
     assert snapshot.count() == messages  # a batch read sees what no stream numbered

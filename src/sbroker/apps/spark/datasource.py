@@ -2,20 +2,24 @@
 source and sink, and their batch twins. The engine side (positions, claims, ranges, batched
 sends) is :mod:`sbroker.engine.streams`; docs/stream.md tells the design.
 
-What runs where (PySpark 4.0's Python data source API):
+What runs where (the Python data source API of PySpark 4.2 and later):
 
 - ``schema()`` and the writers' constructors run in short-lived Python workers on the driver
   when Spark plans: they check the options, so a bad one fails the query with one line.
-- The source's ``initialOffset`` / ``latestOffset`` / ``partitions`` / ``commit`` run in one
-  long-lived Python process per query run on the driver; that process claims the queue
-  (:class:`~sbroker.engine.streams.StreamSource`) and Spark kills it when the query stops,
-  which frees the claim (its broker session is then dead, and reaped).
+- The source's ``initialOffset`` / ``prepareForTriggerAvailableNow`` / ``latestOffset`` /
+  ``partitions`` / ``commit`` run in one long-lived Python process per query run on the
+  driver; that process claims the queue (:class:`~sbroker.engine.streams.StreamSource`) and
+  Spark kills it when the query stops, which frees the claim (its broker session is then
+  dead, and reaped).
+- Batches are Spark's to size: ``getDefaultReadLimit`` is ``ReadMaxRows(maxMessagesPerBatch)``
+  and ``latestOffset(start, limit)`` honours the limit Spark passes (``ReadAllAvailable`` for
+  Trigger.Once). Trigger.AvailableNow fixes the run's last position first.
 - ``read(partition)`` runs in executor workers on an unpickled copy of the reader: it only
   looks (a range of positions), so Spark may run it again after a failure. Messages are
-  received once Spark has committed the batch that read them: in ``commit(end)``, which
-  Spark calls when it plans the next batch, or sooner, in the next ``latestOffset()`` of
-  the same process (Spark asks for it only after writing the commit log of the batch it ran;
-  a batch that fails ends the query and its process).
+  received once Spark has committed the batch that read them: in ``latestOffset(start, ...)``,
+  which Spark calls only after writing the commit log of the batch that ended at ``start``
+  (a batch that fails ends the query and its process), or in ``commit(end)``, which Spark
+  calls one batch later.
 - The sink's ``write()`` runs on executors and only collects rows (as Arrow); ``commit`` runs
   on the driver once every task succeeded and sends the whole micro-batch in one broker
   transaction that also records (query id, batch id): a replayed batch sends nothing.
@@ -27,11 +31,12 @@ import contextlib
 import gc
 import json
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import TaskContext
+from pyspark import __version__ as pyspark_version
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
@@ -52,6 +57,25 @@ from sbroker.apps.spark.stream_options import (
 )
 from sbroker.core.errors import InvalidArgumentError
 from sbroker.engine import streams
+
+NEEDS = (f"the sbroker data source needs PySpark 4.2 or later where Spark runs it (read limits "
+         f"and Trigger.AvailableNow); this Python has PySpark {pyspark_version}")
+
+
+@one_line
+def _too_old(error: ImportError) -> NoReturn:
+    raise InvalidArgumentError(NEEDS) from error
+
+
+try:
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable,
+        ReadLimit,
+        ReadMaxRows,
+        SupportsTriggerAvailableNow,
+    )
+except ImportError as missing:  # PySpark 4.0 or 4.1 (a cluster's, a Connect server's)
+    _too_old(missing)
 
 SCHEMA = (
     "conversation_handle string, conversation_group_id string, message_sequence_number long,"
@@ -101,6 +125,17 @@ def to_arrow(rows: Sequence[tuple[Any, ...]]) -> list[pa.RecordBatch]:
     return out
 
 
+def rows_of(limit: ReadLimit) -> int | None:
+    """The most messages a batch may hold under Spark's read limit (None: all there are)."""
+    if isinstance(limit, ReadMaxRows):
+        return int(limit.max_rows)
+    if isinstance(limit, ReadAllAvailable):
+        return None
+    raise InvalidArgumentError(
+        f"the sbroker source takes the read limits ReadMaxRows and ReadAllAvailable, not "
+        f"{type(limit).__name__}")
+
+
 class PositionRange(InputPartition):
     """The ready messages of one queue with a position in (after, through] (``snapshot``:
     a batch read's, by queuing order rather than by stream position)."""
@@ -131,16 +166,17 @@ def _ranges(options: SourceOptions, queue_id: int, found: list[int], after: int,
             for lo, hi in streams.split(found, after, through, options.per_partition)]
 
 
-class QueueStreamReader(DataSourceStreamReader):
-    """A queue as a stream: micro-batches are ranges of positions."""
+class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """A queue as a stream: micro-batches are ranges of positions, sized by Spark's read
+    limit (``maxMessagesPerBatch`` by default)."""
 
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
         self._source: streams.StreamSource | None = None
-        self._ran: int | None = None  # the end of the batch Spark last ran in this process
+        self._until = streams.LAST_POSITION  # Trigger.AvailableNow: the end of this run
 
     def __getstate__(self) -> dict[str, Any]:  # executors open their own broker
-        return {"options": self.options, "_source": None, "_ran": None}
+        return {"options": self.options, "_source": None, "_until": streams.LAST_POSITION}
 
     def _held(self) -> streams.StreamSource:
         """The claimed queue (driver side: claimed on first use)."""
@@ -154,20 +190,35 @@ class QueueStreamReader(DataSourceStreamReader):
     def initialOffset(self) -> dict[str, Any]:
         return self.options.offset(self._held().committed)
 
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self.options.max_messages)
+
     @one_line
-    def latestOffset(self) -> dict[str, Any]:
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._until = self._held().horizon()
+
+    @one_line
+    def latestOffset(self, start: dict[str, Any] | None = None,
+                     limit: ReadLimit | None = None) -> dict[str, Any]:
+        if start is None or limit is None:
+            raise InvalidArgumentError(NEEDS)
         source = self._held()
-        if self._ran is not None:
-            # Spark asks again only once the batch it ran has been committed (its commit log
-            # written): receive it now rather than at the next batch, which may never come.
-            source.commit(self._ran)
-        return self.options.offset(source.latest(self.options.max_messages))
+        after = self.options.position(start)
+        if after > source.planned:
+            raise InvalidArgumentError(
+                f"the checkpoint is at position {after} of queue {self.options.queue!r}, past "
+                f"any this database handed out ({source.planned}): give this query a "
+                "checkpoint of its own")
+        # Spark asks for the next batch only once the batch that ended at ``start`` is in its
+        # commit log: receive it now (Spark's own commit() comes one batch later, or never).
+        source.commit(after)
+        return self.options.offset(
+            source.latest(rows_of(limit), after=after, through=self._until))
 
     @one_line
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[PositionRange]:
         source = self._held()
         after, through = self.options.position(start), self.options.position(end)
-        self._ran = through
         return _ranges(self.options, source.queue.queue_id, source.positions(after, through),
                        after, through)
 

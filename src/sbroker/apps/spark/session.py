@@ -153,7 +153,10 @@ class SparkRunner:
                         raise
                     self._connect = _is_connect(session)
                     if self._connect:
-                        session.registerProgressHandler(self._on_connect_progress)
+                        # PySpark 4.3 types the handler as its ABC ProgressHandler; it only
+                        # calls it, with the four arguments this method takes
+                        session.registerProgressHandler(
+                            self._on_connect_progress)  # type: ignore[arg-type]
                     self._session = session
         return self._session
 

@@ -777,6 +777,11 @@ WHERE queue_id = %(queue)s AND claim_token = %(token)s
 -- name: stream_positions
 SELECT committed, planned FROM sb_stream_sources WHERE queue_id = %s
 
+-- name: stream_horizon
+-- The highest stream position given in the queue: a row numbered later gets a higher one.
+-- Trigger.AvailableNow's end, read once the stream has numbered every committed ready row.
+SELECT numbered FROM sb_stream_sources WHERE queue_id = %(queue)s
+
 -- name: queue_locked_groups
 -- Conversation groups of the queue that a transaction holds (a RECEIVE in progress); two
 -- groups whose keys collide count once, a group of another queue sharing a key counts.

@@ -867,6 +867,12 @@ WHERE queue_id = :queue AND claim_token = :token
 -- name: stream_positions
 SELECT committed, planned FROM sb_stream_sources WHERE queue_id = ?
 
+-- name: stream_horizon
+-- The highest position given so far (AUTOINCREMENT keeps it, over every queue): a message
+-- committed later gets a higher one. Trigger.AvailableNow's end. (:queue is PostgreSQL's.)
+SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'sb_messages'), 0)
+WHERE :queue IS NOT NULL
+
 -- name: queue_locked_groups
 -- Conversation groups of the queue that a transaction holds (a RECEIVE in progress).
 SELECT count(*) FROM sb_group_locks WHERE queue_id = ?
