@@ -1,0 +1,1 @@
+-- reserved: replaced by the pipelines migration at merge
