@@ -206,6 +206,11 @@ class ExprParser(TokenStream):
         self.expect_op("(")
         if self.accept_op(")"):
             return ()
+        if self.tok.is_op("*") and self.peek().is_op(")"):  # COUNT(*)
+            self.advance()
+            self.advance()
+            return (n.Column("*"),)
+        self.accept_word("DISTINCT")
         args = [self.expression()]
         while self.accept_op(","):
             args.append(self.expression())
