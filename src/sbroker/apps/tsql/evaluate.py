@@ -240,7 +240,7 @@ FUNCTIONS: dict[str, Callable[[Scope, list[Any]], Any]] = {
     "CURRENT_TIMESTAMP": lambda s, a: s.now(),
     "NEWID": lambda s, a: str(uuid.uuid4()),
     "SCOPE_IDENTITY": lambda s, a: s.scope_identity(),
-    "DB_ID": lambda s, a: 1 if not a or a[0] is None or a[0] else None,
+    "DB_ID": lambda s, a: 1 if not a else None,  # the one database has no other name
     "DB_NAME": lambda s, a: "sbroker",
     "LEN": _text_fn(lambda t: len(t.rstrip(" "))),
     "DATALENGTH": lambda s, a: None if a[0] is None else len(

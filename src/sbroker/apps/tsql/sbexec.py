@@ -207,6 +207,8 @@ def _receive(frame: Frame, a: dict[str, Any]) -> None:
     with frame.session.work() as tx:
         messages = tx.receive(a["queue"], top=top, timeout=_timeout(frame, a), **filters)
     frame.session.rowcount = len(messages)
+    if messages:
+        frame.session.received()
     items: tuple[n.SelectItem, ...] = a["items"]
     if a["into"] is not None:
         raise TSqlError("RECEIVE ... INTO @table is not supported by sbroker yet", 40517, 15)

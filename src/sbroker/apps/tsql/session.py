@@ -40,11 +40,13 @@ class Session:
 
     def __init__(self, broker: BrokerAPI, *, spid: int,
                  out: Callable[[str], None] | None = None,
-                 stopping: threading.Event | None = None) -> None:
+                 stopping: threading.Event | None = None,
+                 received: Callable[[], None] | None = None) -> None:
         self.broker = broker
         self.spid = spid
         self.out = out or (lambda text: None)
         self.stopping = stopping or threading.Event()
+        self.received = received or (lambda: None)  # a RECEIVE returned messages
         self.tx: Transaction | None = None
         self.trancount = 0
         self.rowcount = 0

@@ -28,6 +28,9 @@ JOIN_HINTS = frozenset(("LOOP", "HASH", "MERGE", "REMOTE"))
 SPECIAL_FUNCTIONS = {"SCOPE_IDENTITY": "f_scope_identity", "NEWID": "f_newid",
                      "GETDATE": "f_now", "SYSDATETIME": "f_now", "GETUTCDATE": "f_now",
                      "SYSUTCDATETIME": "f_now", "DB_ID": "f_db_id", "DB_NAME": "f_db_name"}
+#: Names sbroker's own tables and views have (the task scheduler's, SPEC §8): a T-SQL
+#: script's objects of these names live beside them as ``tsql_<name>`` (docs/tsql.md).
+OWN_NAMES = frozenset(("executionlog", "executionstatus", "schedulers", "executorsettings"))
 #: sys.<name> -> the broker's view (SPEC §9) with SQL Server's column names added.
 SYS_VIEWS = ("service_queues", "dm_broker_activated_tasks", "conversation_endpoints",
              "conversation_groups", "transmission_queue", "services", "routes",
@@ -176,6 +179,14 @@ def _table(node: exp.Table, variables: dict[str, str],
     if node.db and node.db.lower() == "dbo":
         node.set("db", None)
         node.set("catalog", None)
+    if not node.db and node.name.lower() in OWN_NAMES:
+        alias = node.args.get("alias")
+        renamed = exp.Table(this=exp.to_identifier(f"tsql_{node.name}"))
+        if alias is not None:
+            renamed.set("alias", alias)
+        elif isinstance(node.parent, (exp.From, exp.Join)):
+            renamed.set("alias", exp.TableAlias(this=exp.to_identifier(node.name)))
+        return renamed
     return node
 
 
