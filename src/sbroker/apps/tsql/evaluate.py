@@ -37,6 +37,8 @@ class Scope(Protocol):
 
     def subquery(self, select: n.Select) -> Any: ...
 
+    def exists(self, select: n.Select) -> bool: ...
+
 
 def evaluate(expr: n.Expr, scope: Scope) -> Any:
     """The value of ``expr`` in ``scope``."""
@@ -291,4 +293,5 @@ RULES: dict[type, Callable[[Any, Scope], Any]] = {
     n.Method: _method,
     n.Call: _call,
     n.Subquery: lambda e, s: s.subquery(e.select),
+    n.Exists: lambda e, s: s.exists(e.select),
 }

@@ -262,6 +262,12 @@ class ExprParser(TokenStream):
             return n.Literal(None)
         if word == "CASE":
             return self._case()
+        if word == "EXISTS" and self.peek().is_op("("):
+            self.advance()
+            self.advance()
+            select = self.parse_subquery()
+            self.expect_op(")")
+            return n.Exists(select)
         if word in ("CAST", "TRY_CAST") and self.peek().is_op("("):
             self.advance()
             self.advance()

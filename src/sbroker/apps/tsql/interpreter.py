@@ -12,7 +12,7 @@ from sbroker.apps.tsql import nodes as n
 from sbroker.apps.tsql import procedures, sbexec, sqlexec, values
 from sbroker.apps.tsql.errors import USER, TSqlError
 from sbroker.apps.tsql.evaluate import evaluate, truth
-from sbroker.apps.tsql.session import Frame, Session
+from sbroker.apps.tsql.session import Frame
 from sbroker.core.errors import BrokerError
 
 #: SET options accepted; the ones sbroker acts on are XACT_ABORT and NOCOUNT.
@@ -217,7 +217,7 @@ def _exec_dynamic(frame: Frame, stmt: n.ExecDynamic) -> None:
     if text is None:
         return
     body = procedures.parse_text(values.text_of(text))
-    inner = Frame(frame.session, frame.procedure, subquery_runner=sqlexec.subquery)
+    inner = sqlexec.new_frame(frame.session, frame.procedure)
     with contextlib.suppress(Return):
         run(inner, body)
 
@@ -263,6 +263,4 @@ EXECUTORS: dict[type, Callable[[Frame, Any], None]] = {
 }
 
 
-def new_frame(session: Session, procedure: str | None = None) -> Frame:
-    """A frame whose scalar subqueries run through ``sqlexec``."""
-    return Frame(session, procedure, subquery_runner=sqlexec.subquery)
+new_frame = sqlexec.new_frame

@@ -99,6 +99,12 @@ class Case(Expr):
 
 
 @dataclass(frozen=True)
+class Exists(Expr):
+    """``EXISTS (SELECT ...)``: true when the query returns a row."""
+    select: Select
+
+
+@dataclass(frozen=True)
 class Subquery(Expr):
     """A scalar subquery: a SELECT evaluated for its single value."""
     select: Select

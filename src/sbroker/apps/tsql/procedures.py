@@ -69,7 +69,7 @@ def call(frame: Frame, stmt: n.ExecProc, run: Callable[[Frame, tuple[n.Stmt, ...
     proc = definition(frame.session, stmt.name)
     if proc is None:
         raise TSqlError(f"Could not find stored procedure '{stmt.name}'.", NO_PROCEDURE)
-    inner = Frame(frame.session, proc.name, subquery_runner=sqlexec.subquery)
+    inner = sqlexec.new_frame(frame.session, proc.name)
     pairs = _pairs(proc, stmt)
     for param in proc.params:
         inner.declare(param.name, param.type, _value(frame, proc, param, pairs.get(param.name)))

@@ -178,6 +178,7 @@ class Frame:
     handling: list[TSqlError] = field(default_factory=list)
     row: dict[str, Any] | None = None
     subquery_runner: Callable[[Frame, n.Select], Any] | None = None
+    exists_runner: Callable[[Frame, n.Select], bool] | None = None
 
     def declare(self, name: str, type_name: n.TypeName, value: Any = None) -> None:
         self.types[name] = type_name
@@ -214,8 +215,11 @@ class Frame:
         assert self.subquery_runner is not None
         return self.subquery_runner(self, select)
 
+    def exists(self, select: n.Select) -> bool:
+        assert self.exists_runner is not None
+        return self.exists_runner(self, select)
+
     def with_row(self, row: dict[str, Any]) -> Frame:
         """The same variables, with the columns of ``row`` in scope (RECEIVE)."""
-        copy = Frame(self.session, self.procedure, self.vars, self.types, self.tables,
-                     self.handling, row, self.subquery_runner)
-        return copy
+        return Frame(self.session, self.procedure, self.vars, self.types, self.tables,
+                     self.handling, row, self.subquery_runner, self.exists_runner)

@@ -11,7 +11,7 @@ from sbroker.apps.tsql import nodes as n
 from sbroker.apps.tsql import values
 from sbroker.apps.tsql.errors import TSqlError
 from sbroker.apps.tsql.evaluate import evaluate
-from sbroker.apps.tsql.session import Frame, ResultSet, bindable, readable
+from sbroker.apps.tsql.session import Frame, ResultSet, Session, bindable, readable
 from sbroker.apps.tsql.translate import SYS_VIEWS, Translated, translate
 from sbroker.core.errors import BrokerError
 from sbroker.storage.queries import Queries
@@ -124,6 +124,11 @@ def subquery(frame: Frame, select: n.Select) -> Any:
     return rows[0][0] if rows and rows[0] else None
 
 
+def exists(frame: Frame, select: n.Select) -> bool:
+    """EXISTS (SELECT ...): whether the query returns a row."""
+    return bool(select_rows(frame, select)[1])
+
+
 def run_select(frame: Frame, select: n.Select) -> ResultSet | None:
     """A SELECT statement: assignments to variables, or a result set."""
     targets = [item.target for item in select.items]
@@ -145,3 +150,8 @@ def run_select(frame: Frame, select: n.Select) -> ResultSet | None:
         frame.session.rowcount = 1
         return ResultSet([name or "" for name, _ in row], [[value for _, value in row]])
     return run_sql(frame, select.sql)
+
+
+def new_frame(session: Session, procedure: str | None = None) -> Frame:
+    """A frame whose scalar subqueries and EXISTS run here."""
+    return Frame(session, procedure, subquery_runner=subquery, exists_runner=exists)

@@ -28,9 +28,13 @@ JOIN_HINTS = frozenset(("LOOP", "HASH", "MERGE", "REMOTE"))
 SPECIAL_FUNCTIONS = {"SCOPE_IDENTITY": "f_scope_identity", "NEWID": "f_newid",
                      "GETDATE": "f_now", "SYSDATETIME": "f_now", "GETUTCDATE": "f_now",
                      "SYSUTCDATETIME": "f_now", "DB_ID": "f_db_id", "DB_NAME": "f_db_name"}
-#: Names sbroker's own tables and views have (the task scheduler's, SPEC §8): a T-SQL
-#: script's objects of these names live beside them as ``tsql_<name>`` (docs/tsql.md).
-OWN_NAMES = frozenset(("executionlog", "executionstatus", "schedulers", "executorsettings"))
+#: Names sbroker's own tables, views and indexes have (the task scheduler's, SPEC §8; the
+#: poison helper's, §6): a T-SQL script's objects of these names live beside them as
+#: ``tsql_<name>`` (docs/tsql.md).
+OWN_NAMES = frozenset((
+    "executionlog", "executionstatus", "schedulers", "executorsettings",
+    "poison_message_details", "poison_messages", "executionlog_open",
+    "ix_poison_message_details", "ix_poison_messages_state"))
 #: sys.<name> -> the broker's view (SPEC §9) with SQL Server's column names added.
 SYS_VIEWS = ("service_queues", "dm_broker_activated_tasks", "conversation_endpoints",
              "conversation_groups", "transmission_queue", "services", "routes",
@@ -101,6 +105,8 @@ def translate(text: str, dialect: str, tables: tuple[tuple[str, str], ...] = (),
     def rewrite(node: exp.Expression) -> exp.Expression:
         if isinstance(node, exp.Table):
             return _table(node, variables, views)
+        if isinstance(node, exp.Index) and node.name.lower() in OWN_NAMES:
+            node.set("this", exp.to_identifier(f"tsql_{node.name}"))
         if isinstance(node, exp.Parameter):
             if ddl:
                 raise TSqlSyntaxError("variables are not allowed in a CREATE/ALTER/DROP"
