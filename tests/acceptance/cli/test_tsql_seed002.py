@@ -9,6 +9,7 @@ import datetime as dt
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,14 +20,25 @@ STAGES = [4, 2, 1, 2, 1]
 DELAYS = [10.1, 9.2, 8.3, 7.4, 6.5]
 
 
-def sbroker_sql(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
+@pytest.fixture(params=["sqlite", "postgres"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """A fresh broker database: a SQLite file, or a database of the run's PostgreSQL."""
+    if request.param == "sqlite":
+        yield tmp_path / "seed002.db"
+        return
+    server = request.getfixturevalue("postgres")
+    url = server.new_database()
+    yield url
+    server.drop(url)
+
+
+def sbroker_sql(db: Path | str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "sbroker.cli", "--db", str(db), "sql", *args],
                           capture_output=True, text=True, timeout=300)
 
 
 @pytest.mark.slow
-def test_seed_002_runs_as_written(tmp_path: Path) -> None:
-    db = tmp_path / "seed002.db"
+def test_seed_002_runs_as_written(db: Path | str) -> None:
     setup = sbroker_sql(db, str(SCRIPTS / "seed002_scheduler.sql"))
     assert setup.returncode == 0, setup.stderr
     test = subprocess.Popen(
@@ -45,8 +57,8 @@ def test_seed_002_runs_as_written(tmp_path: Path) -> None:
             break
         out, err = test.communicate(timeout=300)
         assert test.returncode == 0, err
-        assert running and {"LogID", "SPID", "CallerID", "StartTime", "EndTime",
-                            "SQL"} <= set(running[0])
+        assert running and {"logid", "spid", "callerid", "starttime", "endtime",
+                            "sql"} <= {name.lower() for name in running[0]}
         [log] = watcher.execute_tsql("select LogID, CallerID, SPID, StartTime, EndTime, SQL"
                                      " from ExecutionLog order by LogID")
     assert len(log) == 10

@@ -9,10 +9,24 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 SCRIPTS = Path(__file__).resolve().parents[3] / "examples" / "tsql"
 
 
-def sbroker_sql(db: Path, *args: str) -> list[dict[str, Any]]:
+@pytest.fixture(params=["sqlite", "postgres"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """A fresh broker database: a SQLite file, or a database of the run's PostgreSQL."""
+    if request.param == "sqlite":
+        yield tmp_path / "broker.db"
+        return
+    server = request.getfixturevalue("postgres")
+    url = server.new_database()
+    yield url
+    server.drop(url)
+
+
+def sbroker_sql(db: Path | str, *args: str) -> list[dict[str, Any]]:
     """Run ``sbroker sql --json``; its result sets (it must exit 0)."""
     done = subprocess.run([sys.executable, "-m", "sbroker.cli", "--db", str(db), "sql",
                            "--json", *args], capture_output=True, text=True, timeout=120)
@@ -24,8 +38,7 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     return [dict(zip(result["columns"], row, strict=True)) for row in result["rows"]]
 
 
-def test_seed_000_priorities_and_a_request_reply(tmp_path: Path) -> None:
-    db = tmp_path / "seed000.db"
+def test_seed_000_priorities_and_a_request_reply(db: Path | str) -> None:
     sbroker_sql(db, str(SCRIPTS / "seed000_setup.sql"), str(SCRIPTS / "seed000_priorities.sql"))
     [priorities] = sbroker_sql(db, "-Q", "select name, local_service_name, priority"
                                          " from sys.conversation_priorities order by name")
@@ -57,8 +70,7 @@ select (select count(*) from dbo.poison_message_details) as incidents,
 """
 
 
-def test_seed_004_takes_a_poison_message_out_before_the_fifth_rollback(tmp_path: Path) -> None:
-    db = tmp_path / "seed004.db"
+def test_seed_004_takes_a_poison_message_out_before_the_fifth_rollback(db: Path | str) -> None:
     sbroker_sql(db, str(SCRIPTS / "seed004_poison.sql"))
     sbroker_sql(db, "-Q", SEND.format(body="poison"))
     # four rollbacks record four incidents; the fifth call finds more than three and takes
@@ -70,8 +82,7 @@ def test_seed_004_takes_a_poison_message_out_before_the_fifth_rollback(tmp_path:
     assert rows(state) == [{"incidents": 4, "dead": 1, "processed": 1, "enabled": 1}]
 
 
-def test_seed_004_with_a_high_threshold_meets_the_five_rollback_rule(tmp_path: Path) -> None:
-    db = tmp_path / "seed004.db"
+def test_seed_004_with_a_high_threshold_meets_the_five_rollback_rule(db: Path | str) -> None:
     sbroker_sql(db, str(SCRIPTS / "seed004_poison.sql"))
     sbroker_sql(db, "-Q", SEND.format(body="poison"))
     [state] = sbroker_sql(db, "-Q", "exec dbo.process_queue @threshold = 10\n" * 5 + STATE)

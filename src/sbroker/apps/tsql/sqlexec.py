@@ -149,7 +149,23 @@ def run_select(frame: Frame, select: n.Select) -> ResultSet | None:
         row = evaluated_row(frame, select)
         frame.session.rowcount = 1
         return ResultSet([name or "" for name, _ in row], [[value for _, value in row]])
-    return run_sql(frame, select.sql)
+    result = run_sql(frame, select.sql)
+    if result is not None and len(result.columns) == len(select.items):
+        result.columns = [_as_written(item, column)
+                          for item, column in zip(select.items, result.columns, strict=True)]
+    return result
+
+
+def _as_written(item: n.SelectItem, column: str) -> str:
+    """A result column named as the script wrote it (PostgreSQL folds unquoted names to
+    lower case): the alias, or a column's own name."""
+    if item.alias:
+        return item.alias
+    if isinstance(item.expr, n.Column):
+        written = item.sql.rsplit(".", 1)[-1].strip("[]\"")
+        if written.lower() == column.lower():
+            return written
+    return column
 
 
 def new_frame(session: Session, procedure: str | None = None) -> Frame:

@@ -204,9 +204,21 @@ def _type(node: exp.DataType, target: str) -> exp.Expression:
         node.set("expressions", [])
     if target == "postgres" and kind == exp.DataType.Type.BIT:
         return exp.DataType.build("SMALLINT")
-    if kind == exp.DataType.Type.MONEY:
-        return exp.DataType.build("DECIMAL(19, 4)")
-    return node
+    if kind == exp.DataType.Type.USERDEFINED:
+        name = str(node.args.get("kind") or "").lower()
+        if name == "sysname":
+            return exp.DataType.build("VARCHAR(128)")
+        raise TSqlSyntaxError(f"the type {name} is not supported by sbroker", number=2715)
+    replacement = TYPES.get(kind)
+    return exp.DataType.build(replacement) if replacement else node
+
+
+#: T-SQL types the backends lack, and what stands for them there.
+TYPES = {
+    exp.DataType.Type.MONEY: "DECIMAL(19, 4)", exp.DataType.Type.SMALLMONEY: "DECIMAL(10, 4)",
+    exp.DataType.Type.XML: "TEXT", exp.DataType.Type.VARIANT: "TEXT",
+    exp.DataType.Type.IMAGE: "VARBINARY", exp.DataType.Type.UTINYINT: "SMALLINT",
+}
 
 
 def _update_by_alias(tree: exp.Update) -> None:
