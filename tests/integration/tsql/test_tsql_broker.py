@@ -166,3 +166,20 @@ def test_activation_runs_a_tsql_procedure(tsql: Run, broker: sbroker.Broker) -> 
     queue = broker.catalog.queue("TargetQueue")
     assert queue.activation_procedure == "sbroker.apps.tsql.activate:Answer"
     assert queue.max_queue_readers == 2
+
+
+def test_receive_into_a_table_variable(tsql: Run) -> None:
+    tsql(SETUP)
+    [rows] = tsql("""
+        declare @h uniqueidentifier
+        declare @got table (type sysname, body varbinary(max), n bigint)
+        begin dialog @h from service InitService to service 'TargetService'
+            on contract RequestReply
+        send on conversation @h message type Request (N'<a/>')
+        send on conversation @h message type Request (N'<b/>')
+        receive message_type_name, message_body, message_sequence_number
+            from TargetQueue into @got
+        select type, body, n, @@rowcount as rc from @got order by n
+    """)
+    assert [(r["type"], bytes(r["body"]), r["n"], r["rc"]) for r in rows] == [
+        ("Request", b"<a/>", 0, 2), ("Request", b"<b/>", 1, 2)]

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sbroker.apps.tsql import nodes as n
-from sbroker.apps.tsql import procedures, values
+from sbroker.apps.tsql import procedures, sqlexec, values
 from sbroker.apps.tsql.errors import TSqlError
 from sbroker.apps.tsql.evaluate import evaluate
 from sbroker.apps.tsql.session import Frame, ResultSet
@@ -210,8 +210,6 @@ def _receive(frame: Frame, a: dict[str, Any]) -> None:
     if messages:
         frame.session.received()
     items: tuple[n.SelectItem, ...] = a["items"]
-    if a["into"] is not None:
-        raise TSqlError("RECEIVE ... INTO @table is not supported by sbroker yet", 40517, 15)
     if any(item.target for item in items):
         for msg in messages:
             scope = frame.with_row(_row(msg))
@@ -234,7 +232,27 @@ def _receive(frame: Frame, a: dict[str, Any]) -> None:
             out.extend([row[c] for c in MESSAGE_COLUMNS] if item.expr is None
                        else [evaluate(item.expr, scope)])
         rows.append(out)
+    if a["into"] is not None:
+        _insert_into(frame, a["into"], rows)
+        return
     frame.session.results.append(ResultSet(columns, rows))
+
+
+def _insert_into(frame: Frame, table: str, rows: list[list[Any]]) -> None:
+    """RECEIVE ... INTO @table: each row inserted into the table variable, its columns in
+    the order of the RECEIVE's."""
+    if table not in frame.tables:
+        raise TSqlError(f'Must declare the table variable "@{table}".', 1087)
+    for row in rows:
+        scope = sqlexec.new_frame(frame.session, frame.procedure)
+        scope.tables = frame.tables
+        names = [f"c{i}" for i in range(len(row))]
+        for name, value in zip(names, row, strict=True):
+            scope.types[name] = n.TypeName("SQL_VARIANT")
+            scope.vars[name] = value
+        sqlexec.run_sql(scope, f"INSERT INTO @{table} VALUES"
+                               f" ({', '.join('@' + name for name in names)})")
+    frame.session.rowcount = len(rows)
 
 
 def _column_name(item: n.SelectItem) -> str:
