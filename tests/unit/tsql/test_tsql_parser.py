@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sbroker.apps.tsql import nodes as n
 from sbroker.apps.tsql.errors import TSqlSyntaxError
@@ -118,3 +120,19 @@ def test_the_seed_002_scripts_parse(name: str) -> None:
     text = (SEEDS / name).read_text("utf-8")
     for batch in split_batches(text):
         assert parse(text, batch.tokens)
+
+
+WORDS = ["select", "@x", "=", "1", "'a'", "from", "T", "begin", "end", "if", "else", "while",
+         "(", ")", ",", ";", "declare", "int", "set", "exec", "receive", "waitfor", "send",
+         "on", "conversation", "try", "catch", "create", "procedure", "as", "queue", "with",
+         "for", "xml", "path", "top", "case", "when", "then", "null", "is", "not", "\n"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(WORDS), max_size=30))
+def test_the_parser_raises_only_syntax_errors(words: list[str]) -> None:
+    text = " ".join(words)
+    try:
+        parse(text)
+    except TSqlSyntaxError as exc:
+        assert exc.line is not None
