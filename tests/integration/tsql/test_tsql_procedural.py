@@ -191,3 +191,25 @@ def test_xml_as_the_seeds_use_it(tsql: Run) -> None:
     """)
     assert rows == [{"m": "<Command LogID=\"7\" SQL=\"waitfor delay '0:0:1'\"/>", "id": 7,
                      "sql": "waitfor delay '0:0:1'"}]
+
+
+def test_scripts_that_check_before_they_create_run_twice(tsql: Run) -> None:
+    script = """
+        if object_id('dbo.Things') is not null drop table dbo.Things
+        if object_id('MakeThing', 'P') is not null drop procedure MakeThing
+        create table dbo.Things (n int)
+        go
+        create procedure MakeThing @n int as insert into Things values (@n)
+        go
+        if not exists (select * from sys.service_queues where name = 'ThingQueue')
+            create queue ThingQueue
+        exec MakeThing 5
+        declare @known int = object_id('Things'), @unknown int = object_id('Nothing')
+        select n, case when @known > 0 then 1 else 0 end as known, @unknown as unknown
+        from Things
+    """
+    assert tsql(script) == [[{"n": 5, "known": 1, "unknown": None}]]
+    assert tsql(script) == [[{"n": 5, "known": 1, "unknown": None}]]
+    with pytest.raises(TSqlError) as caught:  # a function the backend lacks, in plain SQL
+        tsql("select object_id('Things') as id from Things")
+    assert caught.value.number == 195

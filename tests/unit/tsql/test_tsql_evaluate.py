@@ -43,6 +43,9 @@ class Scope:
     def exists(self, select: n.Select) -> bool:
         raise AssertionError("no subquery here")
 
+    def object_id(self, name: str) -> int | None:
+        return 11 if name == "Known" else None
+
 
 def value(text: str, **variables: Any) -> Any:
     parser = ExprParser(tokenize(text), text)
@@ -63,6 +66,7 @@ def value(text: str, **variables: Any) -> Any:
     ("cast(N'x' as varbinary(max))", b"x"), ("cast(0x6869 as nvarchar(10))", "hi"),
     ("error_number()", 8134), ("error_message()", "boom"), ("error_state()", 2),
     ("@@spid", 7), ("scope_identity()", 3), ("db_id()", 1), ("db_id('other')", None),
+    ("object_id('Known')", 11), ("object_id('Unknown')", None),
     ("upper(substring('hello', 2, 3))", "ELL"), ("replace('a-b', '-', '+')", "a+b"),
 ])
 def test_expressions(text: str, expected: Any) -> None:

@@ -39,6 +39,8 @@ class Scope(Protocol):
 
     def exists(self, select: n.Select) -> bool: ...
 
+    def object_id(self, name: str) -> int | None: ...
+
 
 def evaluate(expr: n.Expr, scope: Scope) -> Any:
     """The value of ``expr`` in ``scope``."""
@@ -264,7 +266,7 @@ FUNCTIONS: dict[str, Callable[[Scope, list[Any]], Any]] = {
     "REPLICATE": lambda s, a: None if a[0] is None else values.text_of(a[0]) * int(a[1]),
     "DATEDIFF": lambda s, a: _datediff(values.text_of(a[0]), a[1], a[2]),
     "XACT_STATE": lambda s, a: s.sysvar("XACT_STATE"),
-    "OBJECT_ID": lambda s, a: None,
+    "OBJECT_ID": lambda s, a: None if a[0] is None else s.object_id(values.text_of(a[0])),
 }
 
 

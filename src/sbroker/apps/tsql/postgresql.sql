@@ -26,3 +26,11 @@ FROM service_queues
 SELECT session_id * 100000 + task_id AS spid, 1 AS database_id, queue_name AS queue_id,
        procedure_name, task_id, queue_name, started_at, host, pid
 FROM dm_broker_activated_tasks
+
+-- name: relation_exists
+SELECT 1 FROM pg_catalog.pg_class c
+JOIN pg_catalog.pg_namespace s ON s.oid = c.relnamespace
+WHERE c.relkind IN ('r', 'v', 'p', 'm') AND lower(c.relname) = lower(:name)
+  AND s.nspname = ANY (current_schemas(false))
+UNION ALL
+SELECT 1 FROM sb_tsql_procedures WHERE name = lower(:name)

@@ -179,6 +179,7 @@ class Frame:
     row: dict[str, Any] | None = None
     subquery_runner: Callable[[Frame, n.Select], Any] | None = None
     exists_runner: Callable[[Frame, n.Select], bool] | None = None
+    object_runner: Callable[[Frame, str], int | None] | None = None
 
     def declare(self, name: str, type_name: n.TypeName, value: Any = None) -> None:
         self.types[name] = type_name
@@ -219,7 +220,12 @@ class Frame:
         assert self.exists_runner is not None
         return self.exists_runner(self, select)
 
+    def object_id(self, name: str) -> int | None:
+        assert self.object_runner is not None
+        return self.object_runner(self, name)
+
     def with_row(self, row: dict[str, Any]) -> Frame:
         """The same variables, with the columns of ``row`` in scope (RECEIVE)."""
         return Frame(self.session, self.procedure, self.vars, self.types, self.tables,
-                     self.handling, row, self.subquery_runner, self.exists_runner)
+                     self.handling, row, self.subquery_runner, self.exists_runner,
+                     self.object_runner)

@@ -4,6 +4,7 @@ subqueries of the seeds (``FOR XML PATH``) evaluated in Python."""
 
 from __future__ import annotations
 
+import zlib
 from typing import Any
 
 from sbroker.apps.sql import statements
@@ -12,7 +13,7 @@ from sbroker.apps.tsql import values
 from sbroker.apps.tsql.errors import TSqlError
 from sbroker.apps.tsql.evaluate import evaluate
 from sbroker.apps.tsql.session import Frame, ResultSet, Session, bindable, readable
-from sbroker.apps.tsql.translate import SYS_VIEWS, Translated, translate
+from sbroker.apps.tsql.translate import OWN_NAMES, SYS_VIEWS, Translated, translate
 from sbroker.core.errors import BrokerError
 from sbroker.storage.queries import Queries
 
@@ -82,6 +83,8 @@ def _number(message: str) -> int:
         return 2627
     if "not null" in lowered:
         return 515
+    if "no such function" in lowered or ("function" in lowered and "does not exist" in lowered):
+        return 195  # not a recognized built-in function name
     return 50000
 
 
@@ -168,6 +171,18 @@ def _as_written(item: n.SelectItem, column: str) -> str:
     return column
 
 
+def object_id(frame: Frame, name: str) -> int | None:
+    """OBJECT_ID('name'): a number for a table, view or procedure that exists, else NULL
+    (the number is stable: derived from the lower-cased name)."""
+    base = name.split(".")[-1].strip("[]\"")
+    stored = f"tsql_{base}" if base.lower() in OWN_NAMES else base
+    queries = statements(frame.session.broker, "sbroker.apps.tsql")
+    with frame.session.work() as tx:
+        found = tx.execute(queries["relation_exists"], {"name": stored}).fetchone()
+    return zlib.crc32(stored.lower().encode("utf-8")) & 0x7FFFFFFF if found else None
+
+
 def new_frame(session: Session, procedure: str | None = None) -> Frame:
-    """A frame whose scalar subqueries and EXISTS run here."""
-    return Frame(session, procedure, subquery_runner=subquery, exists_runner=exists)
+    """A frame whose scalar subqueries, EXISTS and OBJECT_ID run here."""
+    return Frame(session, procedure, subquery_runner=subquery, exists_runner=exists,
+                 object_runner=object_id)

@@ -24,3 +24,8 @@ FROM service_queues
 SELECT session_id * 100000 + task_id AS spid, 1 AS database_id, queue_name AS queue_id,
        procedure_name, task_id, queue_name, started_at, host, pid
 FROM dm_broker_activated_tasks
+
+-- name: relation_exists
+SELECT 1 FROM sqlite_master WHERE type IN ('table', 'view') AND lower(name) = lower(:name)
+UNION ALL
+SELECT 1 FROM sb_tsql_procedures WHERE name = lower(:name)
