@@ -183,3 +183,30 @@ def test_receive_into_a_table_variable(tsql: Run) -> None:
     """)
     assert [(r["type"], bytes(r["body"]), r["n"], r["rc"]) for r in rows] == [
         ("Request", b"<a/>", 0, 2), ("Request", b"<b/>", 1, 2)]
+
+
+def test_related_group_error_and_cleanup(tsql: Run) -> None:
+    tsql(SETUP)
+    [groups, error] = tsql("""
+        declare @a uniqueidentifier, @b uniqueidentifier, @g uniqueidentifier,
+                @t uniqueidentifier, @type sysname, @body nvarchar(max)
+        begin dialog @a from service InitService to service 'TargetService'
+            on contract RequestReply
+        select @g = conversation_group_id from sys.conversation_endpoints
+            where conversation_handle = @a
+        begin dialog @b from service InitService to service 'TargetService'
+            on contract RequestReply with related_conversation = @a, lifetime = 600
+        select count(distinct conversation_group_id) as groups
+            from sys.conversation_endpoints where conversation_handle in (@a, @b)
+        send on conversation @a message type Request (N'<x/>')
+        receive top (1) @t = conversation_handle from TargetQueue
+        end conversation @t with error = 4242 description = 'no thanks'
+        end conversation @b with cleanup
+        receive top (1) @type = message_type_name,
+            @body = cast(message_body as nvarchar(max)) from InitQueue
+        select @type as type,
+               case when @body like '%<Code>4242</Code>%no thanks%' then 1 else 0 end as told
+    """)
+    assert groups == [{"groups": 1}]
+    assert error == [{"type": "http://schemas.microsoft.com/SQL/ServiceBroker/Error",
+                      "told": 1}]

@@ -242,7 +242,7 @@ FUNCTIONS: dict[str, Callable[[Scope, list[Any]], Any]] = {
     "GETDATE": lambda s, a: s.now(), "SYSDATETIME": lambda s, a: s.now(),
     "GETUTCDATE": lambda s, a: s.now(), "SYSUTCDATETIME": lambda s, a: s.now(),
     "CURRENT_TIMESTAMP": lambda s, a: s.now(),
-    "NEWID": lambda s, a: str(uuid.uuid4()),
+    "NEWID": lambda s, a: str(uuid.uuid4()).upper(),
     "SCOPE_IDENTITY": lambda s, a: s.scope_identity(),
     "DB_ID": lambda s, a: 1 if not a else None,  # the one database has no other name
     "DB_NAME": lambda s, a: "sbroker",

@@ -115,7 +115,7 @@ class Session:
         if name == "f_now":
             return self.now()
         if name == "f_newid":
-            return str(uuid.uuid4())
+            return str(uuid.uuid4()).upper()
         if name == "f_scope_identity":
             return self.identity
         if name == "f_db_id":
@@ -151,7 +151,7 @@ def bindable(value: Any) -> Any:
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, uuid.UUID):
-        return str(value)
+        return str(value).upper()
     return value
 
 
@@ -159,7 +159,7 @@ def readable(value: Any) -> Any:
     """A value read from the database as T-SQL shows it (UUIDs as text, memoryview as
     bytes)."""
     if isinstance(value, uuid.UUID):
-        return str(value)
+        return str(value).upper()
     if isinstance(value, memoryview):
         return bytes(value)
     return value

@@ -60,7 +60,7 @@ def convert(value: Any, type_name: str, length: str | None = None) -> Any:
         if name in BINARIES:
             return value.encode("utf-8") if isinstance(value, str) else bytes(value)
         if name == "UNIQUEIDENTIFIER":
-            return str(uuid.UUID(text_of(value).strip()))
+            return str(uuid.UUID(text_of(value).strip())).upper()  # as SQL Server shows it
         if name in TIMES:
             return _time(value)
     except (ValueError, ArithmeticError) as exc:
