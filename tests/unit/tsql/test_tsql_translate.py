@@ -29,6 +29,8 @@ def test_update_by_alias_and_string_concatenation() -> None:
     done = translate("update a set n = n + 'x' from Things a with (index = ix) where id = 1",
                      "sqlite")
     assert done.sql == "UPDATE Things AS a SET n = n || 'x' WHERE id = 1"
+    texts = translate("select n + @s, n + @i from T", "sqlite", text_variables=frozenset({"s"}))
+    assert texts.sql == "SELECT n || :v_s, n + :v_i FROM T"
 
 
 def test_sys_views_table_variables_and_names_sbroker_uses() -> None:

@@ -36,8 +36,10 @@ def prepared(frame: Frame, text: str) -> tuple[Translated, dict[str, Any]]:
     """``text`` translated for the broker's backend, and the values of its placeholders."""
     broker = frame.session.broker
     queries = statements(broker, "sbroker.apps.tsql")
+    text_variables = frozenset(name for name, value in frame.vars.items()
+                               if isinstance(value, str))
     done = translate(text, broker.dialect, tuple(sorted(frame.tables.items())),
-                     sys_views(queries))
+                     sys_views(queries), text_variables)
     params = {}
     for name in done.names:
         value = frame.variable(name[2:]) if name.startswith("v_") else frame.session.special(name)

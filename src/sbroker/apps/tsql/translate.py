@@ -86,9 +86,11 @@ def _after_parens(tokens: list[Token], i: int) -> int:
 
 @functools.lru_cache(maxsize=2048)
 def translate(text: str, dialect: str, tables: tuple[tuple[str, str], ...] = (),
-              sys_views: tuple[tuple[str, str], ...] = ()) -> Translated:
+              sys_views: tuple[tuple[str, str], ...] = (),
+              text_variables: frozenset[str] = frozenset()) -> Translated:
     """``text`` (one T-SQL statement) for ``dialect``; ``tables`` maps table variables to
-    their tables, ``sys_views`` a ``sys.`` name to the SELECT that stands for it."""
+    their tables, ``sys_views`` a ``sys.`` name to the SELECT that stands for it;
+    ``text_variables`` are the variables that hold text now (their ``+`` concatenates)."""
     try:
         tree = sqlglot.parse_one(without_hints(text), read="tsql")
     except ParseError as exc:
@@ -118,9 +120,10 @@ def translate(text: str, dialect: str, tables: tuple[tuple[str, str], ...] = (),
             return _type(node, target)
         if isinstance(node, exp.National):  # N'text': every string is Unicode here
             return exp.Literal.string(node.this)
-        if isinstance(node, exp.Add) and any(_is_text(side) for side in
+        if isinstance(node, exp.Add) and any(_is_text(side, text_variables) for side in
                                              (node.this, node.expression)):
-            return exp.DPipe(this=node.this, expression=node.expression)
+            return exp.DPipe(this=node.this.transform(rewrite),
+                             expression=node.expression.transform(rewrite))
         function = _function_name(node)
         if ddl and function in ("DB_ID", "DB_NAME"):
             return exp.Literal.number(1) if function == "DB_ID" else exp.Literal.string("db")
@@ -144,8 +147,13 @@ def translate(text: str, dialect: str, tables: tuple[tuple[str, str], ...] = (),
                       insert_table, verb)
 
 
-def _is_text(node: exp.Expression) -> bool:
-    """A string literal, or a concatenation already: T-SQL's ``+`` on it concatenates."""
+def _is_text(node: exp.Expression, text_variables: frozenset[str]) -> bool:
+    """A string literal, a variable holding text, or a concatenation already: T-SQL's ``+``
+    on it concatenates."""
+    if isinstance(node, exp.Parameter) and not isinstance(node.this, exp.Parameter):
+        return node.name.lower() in text_variables
+    if isinstance(node, exp.Placeholder):
+        return str(node.this).startswith("v_") and str(node.this)[2:] in text_variables
     return (isinstance(node, exp.Literal) and node.is_string) or isinstance(
         node, (exp.National, exp.DPipe, exp.Concat))
 
