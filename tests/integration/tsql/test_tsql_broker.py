@@ -210,3 +210,23 @@ def test_related_group_error_and_cleanup(tsql: Run) -> None:
     assert groups == [{"groups": 1}]
     assert error == [{"type": "http://schemas.microsoft.com/SQL/ServiceBroker/Error",
                       "told": 1}]
+
+
+def test_a_catch_block_logs_the_error_to_a_table_inside_the_transaction(tsql: Run) -> None:
+    tsql(SETUP + "create table ErrorLog (number int, message nvarchar(400))")
+    [rows] = tsql("""
+        declare @h uniqueidentifier
+        begin tran
+        begin dialog @h from service InitService to service 'TargetService'
+            on contract RequestReply
+        end conversation @h
+        begin try
+            send on conversation @h message type Request (N'<late/>')
+        end try
+        begin catch
+            insert into ErrorLog values (error_number(), error_message())
+        end catch
+        commit
+        select number, @@trancount as open_transactions from ErrorLog
+    """)
+    assert rows == [{"number": 8429, "open_transactions": 0}]

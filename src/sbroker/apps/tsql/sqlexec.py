@@ -42,7 +42,12 @@ def prepared(frame: Frame, text: str) -> tuple[Translated, dict[str, Any]]:
                      sys_views(queries), text_variables)
     params = {}
     for name in done.names:
-        value = frame.variable(name[2:]) if name.startswith("v_") else frame.session.special(name)
+        if name.startswith("v_"):
+            value = frame.variable(name[2:])
+        elif name.startswith("e_"):
+            value = evaluate(n.Call(f"ERROR_{name[2:].upper()}", ()), frame)
+        else:
+            value = frame.session.special(name)
         params[name] = bindable(value)
     return done, params
 

@@ -27,7 +27,9 @@ JOIN_HINTS = frozenset(("LOOP", "HASH", "MERGE", "REMOTE"))
 #: Values the interpreter binds: placeholder name -> what it stands for.
 SPECIAL_FUNCTIONS = {"SCOPE_IDENTITY": "f_scope_identity", "NEWID": "f_newid",
                      "GETDATE": "f_now", "SYSDATETIME": "f_now", "GETUTCDATE": "f_now",
-                     "SYSUTCDATETIME": "f_now", "DB_ID": "f_db_id", "DB_NAME": "f_db_name"}
+                     "SYSUTCDATETIME": "f_now", "DB_ID": "f_db_id", "DB_NAME": "f_db_name",
+                     **{f"ERROR_{part}": f"e_{part.lower()}" for part in (
+                         "NUMBER", "MESSAGE", "SEVERITY", "STATE", "LINE", "PROCEDURE")}}
 #: Names sbroker's own tables, views and indexes have (the task scheduler's, SPEC §8; the
 #: poison helper's, §6): a T-SQL script's objects of these names live beside them as
 #: ``tsql_<name>`` (docs/tsql.md).
@@ -47,7 +49,8 @@ class Translated:
     """SQL for the backend, the placeholders it binds, and what kind of statement it is."""
 
     sql: str
-    names: tuple[str, ...]       # placeholder names: v_<variable>, s_<sysvar>, f_<function>
+    names: tuple[str, ...]       # placeholders: v_<variable>, s_<sysvar>, f_<function>,
+                                 # e_<part of the error a CATCH block handles>
     returns_rows: bool
     insert_table: str | None     # the table of an INSERT (for SCOPE_IDENTITY)
     verb: str
