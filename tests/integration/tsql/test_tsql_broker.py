@@ -230,3 +230,16 @@ def test_a_catch_block_logs_the_error_to_a_table_inside_the_transaction(tsql: Ru
         select number, @@trancount as open_transactions from ErrorLog
     """)
     assert rows == [{"number": 8429, "open_transactions": 0}]
+
+
+def test_sys_catalog_views(tsql: Run) -> None:
+    tsql(SETUP)
+    [types, contracts, services] = tsql("""
+        select name from sys.service_message_types where name in ('Request', 'Reply')
+        order by name
+        select name from sys.service_contracts where name = 'RequestReply'
+        select name from sys.services where name like '%Service' order by name
+    """)
+    assert [r["name"] for r in types] == ["Reply", "Request"]
+    assert contracts == [{"name": "RequestReply"}]
+    assert [r["name"] for r in services] == ["InitService", "TargetService"]

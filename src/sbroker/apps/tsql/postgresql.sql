@@ -34,3 +34,9 @@ WHERE c.relkind IN ('r', 'v', 'p', 'm') AND lower(c.relname) = lower(:name)
   AND s.nspname = ANY (current_schemas(false))
 UNION ALL
 SELECT 1 FROM sb_tsql_procedures WHERE name = lower(:name)
+
+-- name: sys_service_message_types
+SELECT name, name AS message_type_name, validation FROM message_types
+
+-- name: sys_service_contracts
+SELECT DISTINCT name FROM contracts

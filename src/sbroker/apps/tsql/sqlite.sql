@@ -29,3 +29,9 @@ FROM dm_broker_activated_tasks
 SELECT 1 FROM sqlite_master WHERE type IN ('table', 'view') AND lower(name) = lower(:name)
 UNION ALL
 SELECT 1 FROM sb_tsql_procedures WHERE name = lower(:name)
+
+-- name: sys_service_message_types
+SELECT name, name AS message_type_name, validation FROM message_types
+
+-- name: sys_service_contracts
+SELECT DISTINCT name FROM contracts

@@ -40,7 +40,7 @@ OWN_NAMES = frozenset((
 #: sys.<name> -> the broker's view (SPEC §9) with SQL Server's column names added.
 SYS_VIEWS = ("service_queues", "dm_broker_activated_tasks", "conversation_endpoints",
              "conversation_groups", "transmission_queue", "services", "routes",
-             "conversation_priorities", "dm_broker_queue_monitors", "dm_broker_connections",
+             "conversation_priorities", "dm_broker_queue_monitors",
              "service_message_types", "service_contracts")
 
 
