@@ -364,6 +364,13 @@ class Broker:
         """A catalog or dynamic management view as a list of dicts."""
         return self.engine.views.read(name)
 
+    def execute_tsql(self, text: str, **options: Any) -> list[list[dict[str, Any]]]:
+        """Run a T-SQL script (SPEC §14); its result sets.  ``options``: ``out`` (where PRINT
+        goes), ``variables`` (sqlcmd's ``$(NAME)``)."""
+        from sbroker.apps.tsql import execute_tsql
+
+        return execute_tsql(self, text, **options)
+
     # -- the task scheduler (SPEC §8) -------------------------------------------------------
     def install_executor(self, *, max_queue_readers: int = 4, spark: Any = None,
                          runner: Any = None) -> None:

@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "poison",     # poison list | incidents | redrive
     "demo",       # a dialog, step by step
     "dashboard",  # the web dashboard
+    "sql",        # T-SQL scripts, like sqlcmd
 )
 
 

@@ -151,6 +151,9 @@ CREATE TABLE sb_stream_sources ( queue_id INTEGER PRIMARY KEY REFERENCES sb_queu
 -- table sb_transmission_queue
 CREATE TABLE "sb_transmission_queue" ( tq_id INTEGER PRIMARY KEY AUTOINCREMENT, handle TEXT NOT NULL, conversation_id TEXT NOT NULL, is_initiator INTEGER NOT NULL, from_service TEXT NOT NULL, to_service TEXT NOT NULL, to_broker_instance TEXT, contract TEXT NOT NULL, message_type TEXT NOT NULL, msn INTEGER NOT NULL, body BLOB NOT NULL, priority INTEGER NOT NULL, message_id TEXT NOT NULL, enqueued_at REAL NOT NULL, transmission_status TEXT NOT NULL DEFAULT '', target_queue_id INTEGER, is_end_of_conversation INTEGER NOT NULL DEFAULT 0 );
 
+-- table sb_tsql_procedures
+CREATE TABLE sb_tsql_procedures ( name TEXT PRIMARY KEY, definition TEXT NOT NULL, modified REAL NOT NULL );
+
 -- trigger sb_endpoints_group_moved
 CREATE TRIGGER sb_endpoints_group_moved AFTER UPDATE OF group_id ON sb_endpoints BEGIN UPDATE sb_endpoints SET group_key = coalesce( (SELECT f.group_key FROM sb_endpoints f WHERE f.group_id = new.group_id AND f.conv_order != new.conv_order LIMIT 1), new.conv_order) WHERE conv_order = new.conv_order; UPDATE sb_messages SET group_key = (SELECT group_key FROM sb_endpoints WHERE conv_order = new.conv_order) WHERE group_key = old.group_key AND handle = new.handle; END;
 

@@ -1,0 +1,231 @@
+"""A T-SQL session (one connection, as SQL Server sees it): its SPID, its explicit
+transaction, ``@@ROWCOUNT`` / ``SCOPE_IDENTITY()``, where PRINT goes, the result sets; and a
+frame per batch or procedure call with its variables."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from sbroker.apps.tsql import nodes as n
+from sbroker.apps.tsql import values
+from sbroker.apps.tsql.errors import UNDECLARED, TSqlError
+from sbroker.engine.api import BrokerAPI
+from sbroker.engine.transaction import Transaction
+
+NO_TRANSACTION_COMMIT = 3902
+NO_TRANSACTION_ROLLBACK = 3903
+
+
+@dataclass
+class ResultSet:
+    """One result set: column names and rows (lists, in column order)."""
+
+    columns: list[str]
+    rows: list[list[Any]]
+
+    def dicts(self) -> list[dict[str, Any]]:
+        return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
+
+
+class Session:
+    """What lives as long as the connection: the broker, the SPID, the explicit transaction,
+    the output of PRINT and the result sets."""
+
+    def __init__(self, broker: BrokerAPI, *, spid: int,
+                 out: Callable[[str], None] | None = None,
+                 stopping: threading.Event | None = None,
+                 received: Callable[[], None] | None = None) -> None:
+        self.broker = broker
+        self.spid = spid
+        self.out = out or (lambda text: None)
+        self.stopping = stopping or threading.Event()
+        self.received = received or (lambda: None)  # a RECEIVE returned messages
+        self.tx: Transaction | None = None
+        self.trancount = 0
+        self.rowcount = 0
+        self.identity: Any = None
+        self.error_number = 0
+        self.xact_abort = False
+        self.nocount = False
+        self.results: list[ResultSet] = []
+        self.tables: list[str] = []  # tables that hold table variables, dropped on close
+        self._wake = threading.Condition()
+
+    # -- transactions ---------------------------------------------------------------------
+    @contextmanager
+    def work(self) -> Iterator[Transaction]:
+        """The explicit transaction when one is open; otherwise a transaction of its own
+        for this statement (autocommit), committed when the statement succeeds."""
+        if self.tx is not None:
+            yield self.tx
+            return
+        with self.broker.transaction() as tx:
+            yield tx
+
+    def begin(self) -> None:
+        if self.tx is None:
+            self.tx = self.broker.transaction()
+        self.trancount += 1
+
+    def commit(self) -> None:
+        if self.tx is None:
+            raise TSqlError("The COMMIT TRANSACTION request has no corresponding BEGIN"
+                            " TRANSACTION.", NO_TRANSACTION_COMMIT)
+        self.trancount -= 1
+        if self.trancount == 0:
+            tx, self.tx = self.tx, None
+            tx.commit()
+
+    def rollback(self) -> None:
+        if self.tx is None:
+            raise TSqlError("The ROLLBACK TRANSACTION request has no corresponding BEGIN"
+                            " TRANSACTION.", NO_TRANSACTION_ROLLBACK)
+        tx, self.tx = self.tx, None
+        self.trancount = 0
+        tx.rollback()
+
+    def close(self) -> None:
+        """A connection that closes with a transaction open rolls it back."""
+        if self.tx is not None:
+            self.rollback()
+
+    # -- time -----------------------------------------------------------------------------
+    def now(self) -> dt.datetime:
+        return dt.datetime.fromtimestamp(self.broker.clock.now(), dt.UTC).replace(tzinfo=None)
+
+    def sleep(self, seconds: float) -> None:
+        """WAITFOR DELAY on the broker's clock; returns early when the session is asked to
+        stop (an activated procedure while the broker stops)."""
+        clock = self.broker.clock
+        deadline = clock.monotonic() + seconds
+        with self._wake:
+            while clock.monotonic() < deadline and not self.stopping.is_set():
+                clock.wait(self._wake, deadline)
+
+    # -- values bound to SQL ------------------------------------------------------------------
+    def special(self, name: str) -> Any:
+        """The value of a placeholder that stands for an @@ value or a function."""
+        if name == "f_now":
+            return self.now()
+        if name == "f_newid":
+            return str(uuid.uuid4()).upper()
+        if name == "f_scope_identity":
+            return self.identity
+        if name == "f_db_id":
+            return 1
+        if name == "f_db_name":
+            return "sbroker"
+        return self.sysvar(name[2:].upper())
+
+    def sysvar(self, name: str) -> Any:
+        if name == "SPID":
+            return self.spid
+        if name == "ROWCOUNT":
+            return self.rowcount
+        if name == "TRANCOUNT":
+            return self.trancount
+        if name == "ERROR":
+            return self.error_number
+        if name == "IDENTITY":
+            return self.identity
+        if name == "XACT_STATE":
+            return 1 if self.tx is not None else 0
+        if name in ("VERSION", "SERVERNAME", "SERVICENAME"):
+            return "sbroker"
+        raise TSqlError(f"@@{name} is not supported by sbroker", 40517, 15)
+
+
+def bindable(value: Any) -> Any:
+    """A Python value as both database drivers take it."""
+    if isinstance(value, dt.datetime):
+        return value.isoformat(sep=" ")
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, uuid.UUID):
+        return str(value).upper()
+    return value
+
+
+def readable(value: Any) -> Any:
+    """A value read from the database as T-SQL shows it (UUIDs as text, memoryview as
+    bytes)."""
+    if isinstance(value, uuid.UUID):
+        return str(value).upper()
+    if isinstance(value, memoryview):
+        return bytes(value)
+    return value
+
+
+@dataclass
+class Frame:
+    """Variables of one batch or procedure call, the errors its CATCH blocks handle, and the
+    tables that hold its table variables."""
+
+    session: Session
+    procedure: str | None = None
+    vars: dict[str, Any] = field(default_factory=dict)
+    types: dict[str, n.TypeName] = field(default_factory=dict)
+    tables: dict[str, str] = field(default_factory=dict)
+    handling: list[TSqlError] = field(default_factory=list)
+    row: dict[str, Any] | None = None
+    subquery_runner: Callable[[Frame, n.Select], Any] | None = None
+    exists_runner: Callable[[Frame, n.Select], bool] | None = None
+    object_runner: Callable[[Frame, str], int | None] | None = None
+
+    def declare(self, name: str, type_name: n.TypeName, value: Any = None) -> None:
+        self.types[name] = type_name
+        self.vars[name] = None
+        if value is not None:
+            self.assign(name, value)
+
+    def assign(self, name: str, value: Any) -> None:
+        type_name = self.types.get(name)
+        if type_name is None:
+            raise TSqlError(f'Must declare the scalar variable "@{name}".', UNDECLARED)
+        length = type_name.args[0] if type_name.args else None
+        self.vars[name] = values.convert(value, type_name.name, length)
+
+    # -- evaluate.Scope -------------------------------------------------------------------------
+    def variable(self, name: str) -> Any:
+        if name not in self.types:
+            raise TSqlError(f'Must declare the scalar variable "@{name}".', UNDECLARED)
+        return self.vars[name]
+
+    def sysvar(self, name: str) -> Any:
+        return self.session.sysvar(name)
+
+    def caught(self) -> TSqlError | None:
+        return self.handling[-1] if self.handling else None
+
+    def now(self) -> dt.datetime:
+        return self.session.now()
+
+    def scope_identity(self) -> Any:
+        return self.session.identity
+
+    def subquery(self, select: n.Select) -> Any:
+        assert self.subquery_runner is not None
+        return self.subquery_runner(self, select)
+
+    def exists(self, select: n.Select) -> bool:
+        assert self.exists_runner is not None
+        return self.exists_runner(self, select)
+
+    def object_id(self, name: str) -> int | None:
+        assert self.object_runner is not None
+        return self.object_runner(self, name)
+
+    def with_row(self, row: dict[str, Any]) -> Frame:
+        """The same variables, with the columns of ``row`` in scope (RECEIVE)."""
+        return Frame(self.session, self.procedure, self.vars, self.types, self.tables,
+                     self.handling, row, self.subquery_runner, self.exists_runner,
+                     self.object_runner)

@@ -1,0 +1,37 @@
+-- name: procedure_definition
+SELECT definition FROM sb_tsql_procedures WHERE name = ?
+
+-- name: procedure_create
+INSERT INTO sb_tsql_procedures(name, definition, modified) VALUES (?, ?, ?)
+
+-- name: procedure_alter
+INSERT INTO sb_tsql_procedures(name, definition, modified) VALUES (?, ?, ?)
+ON CONFLICT(name) DO UPDATE SET definition = excluded.definition, modified = excluded.modified
+
+-- name: procedure_drop
+DELETE FROM sb_tsql_procedures WHERE name = ?
+
+-- name: scope_identity
+SELECT last_insert_rowid() WHERE :table IS NOT NULL
+
+-- name: sys_service_queues
+SELECT name AS object_id, name, is_receive_enabled, is_enqueue_enabled, is_retention_enabled,
+       is_activation_enabled, activation_procedure, max_queue_readers, execute_as,
+       is_poison_message_handling_enabled
+FROM service_queues
+
+-- name: sys_dm_broker_activated_tasks
+SELECT session_id * 100000 + task_id AS spid, 1 AS database_id, queue_name AS queue_id,
+       procedure_name, task_id, queue_name, started_at, host, pid
+FROM dm_broker_activated_tasks
+
+-- name: relation_exists
+SELECT 1 FROM sqlite_master WHERE type IN ('table', 'view') AND lower(name) = lower(:name)
+UNION ALL
+SELECT 1 FROM sb_tsql_procedures WHERE name = lower(:name)
+
+-- name: sys_service_message_types
+SELECT name, name AS message_type_name, validation FROM message_types
+
+-- name: sys_service_contracts
+SELECT DISTINCT name FROM contracts

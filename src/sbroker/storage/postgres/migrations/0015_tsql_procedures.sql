@@ -1,0 +1,6 @@
+-- T-SQL procedures (SPEC §14): CREATE PROCEDURE keeps its text here, by name.
+CREATE TABLE sb_tsql_procedures (
+    name TEXT PRIMARY KEY,
+    definition TEXT NOT NULL,
+    modified DOUBLE PRECISION NOT NULL
+);
