@@ -17,7 +17,7 @@ from bench import pgstatements
 
 def test_it_prints_each_phase_with_sbroker_s_statements_and_the_peer(
         capsys: pytest.CaptureFixture[str]) -> None:
-    assert pgstatements.main(["-n", "300", "-k", "100", "--runs", "1", "--top", "5"]) == 0
+    assert pgstatements.main(["-n", "300", "-k", "100", "--runs", "1", "--top", "40"]) == 0
     out = capsys.readouterr().out
     for phase in ("send", "receive"):
         assert f"run 1/1 raw postgres {phase:>7}:" in out
