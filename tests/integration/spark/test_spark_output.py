@@ -45,7 +45,7 @@ def test_run_keeps_the_jvm_off_the_terminal_and_says_where_the_log_is(
                                   daemon=True)
         reader.start()
         try:
-            while "stage long: 1 tasks sent" not in "".join(seen):
+            while not any(x.lstrip().startswith("long/") and " started" in x for x in seen):
                 seen.append(lines.get(timeout=300))  # the JVM starts, stage quick runs
             proc.send_signal(signal.SIGINT)  # Ctrl-C while Spark runs the long query
             err = proc.stderr.read() if proc.stderr else ""
