@@ -36,6 +36,18 @@ def pair(broker: sbroker.Broker) -> sbroker.Broker:
     return broker
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh broker database on each backend: a SQLite file, a PostgreSQL database."""
+    if request.param == "sqlite":
+        yield str(tmp_path / "broker.db")
+        return
+    server = request.getfixturevalue("postgres")
+    url = server.new_database()
+    yield url
+    server.drop(url)
+
+
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[RunServer]:
     """The run's PostgreSQL server: ``postgres.new_database()`` is a fresh database's URL."""

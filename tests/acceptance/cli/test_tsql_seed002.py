@@ -9,7 +9,6 @@ import datetime as dt
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -20,16 +19,10 @@ STAGES = [4, 2, 1, 2, 1]
 DELAYS = [10.1, 9.2, 8.3, 7.4, 6.5]
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    """A fresh broker database: a SQLite file, or a database of the run's PostgreSQL."""
-    if request.param == "sqlite":
-        yield tmp_path / "seed002.db"
-        return
-    server = request.getfixturevalue("postgres")
-    url = server.new_database()
-    yield url
-    server.drop(url)
+@pytest.fixture
+def db(database: str) -> str:
+    """A fresh broker database on each backend (``database`` of tests/conftest.py)."""
+    return database
 
 
 def sbroker_sql(db: Path | str, *args: str) -> subprocess.CompletedProcess[str]:

@@ -14,16 +14,10 @@ import pytest
 SCRIPTS = Path(__file__).resolve().parents[3] / "examples" / "tsql"
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    """A fresh broker database: a SQLite file, or a database of the run's PostgreSQL."""
-    if request.param == "sqlite":
-        yield tmp_path / "broker.db"
-        return
-    server = request.getfixturevalue("postgres")
-    url = server.new_database()
-    yield url
-    server.drop(url)
+@pytest.fixture
+def db(database: str) -> str:
+    """A fresh broker database on each backend (``database`` of tests/conftest.py)."""
+    return database
 
 
 def sbroker_sql(db: Path | str, *args: str) -> list[dict[str, Any]]:

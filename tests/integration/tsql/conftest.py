@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,23 +10,13 @@ import pytest
 import sbroker
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[sbroker.Broker]:
-    if request.param == "postgres":
-        server = request.getfixturevalue("postgres")
-        url = server.new_database()
-        b = sbroker.Broker.open(url)
-        try:
-            yield b
-        finally:
-            b.close()
-            server.drop(url)
-    else:
-        b = sbroker.Broker.open(tmp_path / "broker.db")
-        try:
-            yield b
-        finally:
-            b.close()
+@pytest.fixture
+def broker(database: str) -> Iterator[sbroker.Broker]:
+    b = sbroker.Broker.open(database)
+    try:
+        yield b
+    finally:
+        b.close()
 
 
 @pytest.fixture
