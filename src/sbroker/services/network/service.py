@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import random
 import tempfile
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 from uuid import UUID
 
 from sbroker.core.errors import BrokerError
@@ -18,15 +20,59 @@ from sbroker.protocol import (
     DialogKey,
     Message,
     MessageAcked,
+    PartialMessage,
 )
 from sbroker.services.network import config as cfg_mod
 from sbroker.services.network.receiver import Receiver
 from sbroker.services.network.rng import TransportRandom
 from sbroker.services.network.routing import Address
 from sbroker.services.network.transmitter import Transmitter
-from sbroker.services.network.transport import BrokerTransport, TransportConfig
+from sbroker.services.network.transport import (
+    BrokerTransport,
+    TransportConfig,
+    TransportHandler,
+)
 
 log = logging.getLogger("sbroker.network")
+
+
+class Transport(Protocol):
+    """What the service uses of its transport: `BrokerTransport` (TCP), or an in-memory
+    stand-in that tests drive on a fake clock."""
+
+    def start(self) -> Address:
+        """Begin listening; returns the bound address."""
+        ...
+
+    def stop(self) -> None:
+        """Close every connection and stop."""
+        ...
+
+    def send_many(self, messages: list[Message], address: Address,
+                  peer: UUID | None = None) -> None:
+        """Transmit `messages` to the broker at `address` (any thread)."""
+        ...
+
+    def forget(self, key: DialogKey) -> None:
+        """Drop the protocol state of a dialog direction."""
+        ...
+
+    def connections(self) -> list[dict[str, object]]:
+        """Rows of dm_broker_connections."""
+        ...
+
+    def partial_messages(self) -> list[tuple[UUID, PartialMessage]]:
+        """Messages still being reassembled, per peer."""
+        ...
+
+
+class TransportFactory(Protocol):
+    """Builds the transport for an endpoint (`BrokerTransport` has this signature)."""
+
+    def __call__(self, config: TransportConfig, handler: TransportHandler, *,
+                 rng: random.Random | None = None,
+                 clock: Callable[[], float] = ...,
+                 wall_clock: Callable[[], float] = ...) -> Transport: ...
 
 
 class _Handler:
@@ -56,10 +102,13 @@ class _Handler:
 class NetworkService:
     """Owns the endpoint DDL and, while the broker runs, the listener and transmitter."""
 
-    def __init__(self, engine: EngineAPI) -> None:
+    def __init__(self, engine: EngineAPI, transport: TransportFactory = BrokerTransport
+                 ) -> None:
         self.engine = engine
+        # The one seam to the wire: tests put an in-memory transport here before start().
+        self.transport_factory = transport
         self._running = False
-        self.transport: BrokerTransport | None = None
+        self.transport: Transport | None = None
         self.transmitter: Transmitter | None = None
         self.receiver: Receiver | None = None
         self.address: Address | None = None
@@ -163,9 +212,9 @@ class NetworkService:
                             forward_bytes=cfg.message_forward_size * 1024 * 1024,
                             on_outbox=transmitter.wake,
                             on_closed=lambda conv, d: transmitter.forget_later(conv, d))
-        transport = BrokerTransport(tcfg, _Handler(receiver, transmitter),
-                                    rng=TransportRandom(), clock=engine.clock.monotonic,
-                                    wall_clock=engine.clock.now)
+        transport = self.transport_factory(
+            tcfg, _Handler(receiver, transmitter), rng=TransportRandom(),
+            clock=engine.clock.monotonic, wall_clock=engine.clock.now)
         try:
             self.address = transport.start()
         except OSError as exc:
