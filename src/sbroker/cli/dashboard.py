@@ -8,12 +8,15 @@ import contextlib
 import signal
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from sbroker.cli.common import open_broker
+from sbroker.cli.common import Broker, open_broker
 from sbroker.core.errors import BrokerError
+
+if TYPE_CHECKING:  # the web stack is an optional extra: imported when a server is made
+    from sbroker.apps.dashboard import DashboardServer
 
 F = TypeVar("F", bound=Callable[..., Any])
 TOKEN_HELP = "Needed for actions, and for reading off loopback (env SBROKER_DASHBOARD_TOKEN)."
@@ -21,7 +24,7 @@ MISSING = ("the dashboard needs its web stack: pip install 'sbroker[dashboard]' 
            "(or make setup)")
 
 
-def _server_class() -> Any:
+def _server_class() -> type[DashboardServer]:
     try:
         from sbroker.apps.dashboard import DashboardServer
     except ImportError as exc:
@@ -29,8 +32,8 @@ def _server_class() -> Any:
     return DashboardServer
 
 
-def make_server(broker: Any, host: str, port: int, token: str | None,
-                spark_ui: str | None = None) -> Any:
+def make_server(broker: Broker, host: str, port: int, token: str | None,
+                spark_ui: str | None = None) -> DashboardServer:
     """A DashboardServer, or one clear line (and exit code 1) for a bad host, port or token."""
     server_class = _server_class()
     from sbroker.apps.dashboard import DashboardError

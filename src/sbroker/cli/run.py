@@ -5,14 +5,17 @@ from __future__ import annotations
 import contextlib
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
 from sbroker.cli.common import Broker, fail_cleanly
+
+if TYPE_CHECKING:  # imported when a pipeline runs: the CLI starts without it
+    from sbroker.apps.pipeline.model import Pipeline
 
 
 @click.command()
@@ -87,12 +90,13 @@ def _sigterm_as_ctrl_c() -> Iterator[list[int]]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _open_broker(db: str, readers: int | None, executor: bool) -> Any:
+def _open_broker(db: str, readers: int | None, executor: bool
+                 ) -> Callable[[Pipeline], contextlib.AbstractContextManager[Broker]]:
     """Open the broker and install the executor; start it here unless ``executor`` is
     False (then `sbroker serve` on the same database runs the tasks)."""
 
     @contextlib.contextmanager
-    def open_broker(pipeline: Any) -> Iterator[Any]:
+    def open_broker(pipeline: Pipeline) -> Iterator[Broker]:
         if "://" not in db:
             Path(db).parent.mkdir(parents=True, exist_ok=True)
         concurrency = pipeline.options.concurrency

@@ -16,6 +16,7 @@ from sbroker.apps import poison
 from sbroker.apps.dashboard.reader import BadRequest, Reader, queue_status
 from sbroker.apps.scheduler import cancel_task
 from sbroker.core.errors import BrokerError, ConversationNotFoundError
+from sbroker.engine.api import BrokerAPI
 
 SHOWN_POISON = 500  # poison records listed on the page at most
 
@@ -36,14 +37,14 @@ class Redrive:
         return text
 
 
-def redrivable(broker: Any) -> list[dict[str, Any]]:
+def redrivable(broker: BrokerAPI) -> list[dict[str, Any]]:
     """Poison records that can be sent again (logged, notified, parked), oldest first."""
     return [r for r in poison.list_messages(broker) if r["state"] in poison.REDRIVABLE]
 
 
-def poison_page(reader: Reader) -> dict[str, Any]:
+def poison_page(broker: BrokerAPI, reader: Reader) -> dict[str, Any]:
     """Disabled queues and the messages poison handling took out of their queues."""
-    records = redrivable(reader.broker)
+    records = redrivable(broker)
     return {
         "disabled": [q for q in reader.queues() if q["status"] != "enabled"],
         "records": records[:SHOWN_POISON],
@@ -69,7 +70,7 @@ def record_ids(values: Iterable[object]) -> list[int]:
     return ids
 
 
-def redrive(broker: Any, ids: list[int] | None) -> Redrive:
+def redrive(broker: BrokerAPI, ids: list[int] | None) -> Redrive:
     """Re-drive the given records (all redrivable ones for None), one per transaction."""
     if ids is None:
         ids = [int(r["record_id"]) for r in redrivable(broker)]
@@ -86,14 +87,14 @@ def redrive(broker: Any, ids: list[int] | None) -> Redrive:
     return done
 
 
-def cancel(broker: Any, log_id: int) -> str:
+def cancel(broker: BrokerAPI, log_id: int) -> str:
     """Ask the executor to cancel a queued or running task."""
     if cancel_task(broker, log_id):
         return f"task {log_id}: cancel requested"
     raise BadRequest(f"task {log_id} is not queued or running: nothing to cancel", 409)
 
 
-def end_conversation(broker: Any, handle: str) -> str:
+def end_conversation(broker: BrokerAPI, handle: str) -> str:
     """END CONVERSATION ... WITH CLEANUP: the local endpoint and its messages go, silently."""
     try:
         with broker.transaction() as tx:

@@ -5,7 +5,7 @@ The screenshots, the browser tests and the page-time bench start from it."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from sbroker.apps import poison
 from sbroker.apps.pipeline.model import Pipeline, Stage, TaskSpec
@@ -13,9 +13,13 @@ from sbroker.apps.pipeline.record import RunRecorder
 from sbroker.apps.pipeline.run import PipelineRun, run_pipeline
 from sbroker.apps.spark.stub import StubRunner
 from sbroker.apps.spark.tasks import PythonTask, SparkSQL
+from sbroker.core.messages import Message
+from sbroker.engine.api import BrokerAPI
+from sbroker.engine.transaction import Transaction
 
 __all__ = [
     "FAILING_SQL",
+    "DemoBroker",
     "fill",
     "park_messages",
     "poison_queue",
@@ -27,13 +31,32 @@ __all__ = [
 FAILING_SQL = "SELECT * FROM missing_table"
 
 
+class DemoBroker(BrokerAPI, Protocol):
+    """What the demo uses beyond the applications' facade: a route, the executor, starting
+    and stopping, and a scheduler (``sbroker.Broker`` has them all)."""
+
+    def create_route(self, name: str, service_name: str | None = None,
+                     address: str = "LOCAL", broker_instance: str | None = None,
+                     lifetime: float | None = None, *, exist_ok: bool = False) -> None: ...
+
+    def install_executor(self, *, max_queue_readers: int = 4, spark: Any = None,
+                         runner: Any = None) -> None: ...
+
+    def start(self) -> object: ...
+
+    def stop(self) -> None: ...
+
+    def scheduler(self, name: str | None = None, *, max_concurrency: int | None = None,
+                  priority: int | None = None) -> Any: ...
+
+
 def work(spark: Any, seconds: float = 0.0) -> dict[str, float]:
     """A demo task: takes ``seconds`` (no Spark)."""
     time.sleep(seconds)
     return {"seconds": seconds}
 
 
-def talk(broker: Any, *, conversations: int = 5, messages: int = 3,
+def talk(broker: BrokerAPI, *, conversations: int = 5, messages: int = 3,
          queue: str = "Orders") -> None:
     """Shop -> Warehouse dialogs whose messages wait in ``queue``."""
     if queue not in broker.catalog.queues:
@@ -48,7 +71,7 @@ def talk(broker: Any, *, conversations: int = 5, messages: int = 3,
                 tx.send(handle, body=f'{{"order": {i}, "line": {j}}}')
 
 
-def remote(broker: Any, messages: int = 4) -> None:
+def remote(broker: DemoBroker, messages: int = 4) -> None:
     """Messages waiting in the transmission queue for a service of another broker."""
     talk(broker, conversations=0)
     broker.create_route("ToRemoteWarehouse", service_name="RemoteWarehouse",
@@ -59,7 +82,7 @@ def remote(broker: Any, messages: int = 4) -> None:
             tx.send(handle, body=f'{{"order": {i}}}')
 
 
-def poison_queue(broker: Any, queue: str = "Payments") -> None:
+def poison_queue(broker: BrokerAPI, queue: str = "Payments") -> None:
     """A queue disabled by poison-message detection: five rolled-back receives."""
     talk(broker, conversations=1, messages=1, queue=queue)
     for _ in range(5):
@@ -68,12 +91,12 @@ def poison_queue(broker: Any, queue: str = "Payments") -> None:
         tx.rollback()
 
 
-def park_messages(broker: Any, count: int = 3, queue: str = "Invoices") -> None:
+def park_messages(broker: BrokerAPI, count: int = 3, queue: str = "Invoices") -> None:
     """Messages a failing procedure parked (sbroker.poison, policy park with a long delay)."""
     talk(broker, conversations=count, messages=1, queue=queue)
     guard = poison.PoisonGuard(broker, queue, threshold=0, policy=poison.Policy.park(3600))
 
-    def fail(tx: Any, msg: Any) -> None:
+    def fail(tx: Transaction, msg: Message) -> None:
         raise ValueError(f"cannot bill {msg.text()}")
 
     while guard.process_one(fail):
@@ -96,7 +119,7 @@ def demo_pipeline(seconds: float = 0.0, *, fail: bool = False) -> Pipeline:
     ))
 
 
-def run_demo_pipeline(broker: Any, runner: StubRunner, *, seconds: float = 0.0,
+def run_demo_pipeline(broker: DemoBroker, runner: StubRunner, *, seconds: float = 0.0,
                       fail: bool = False) -> PipelineRun:
     """Run the demo pipeline through the broker's scheduler (its stages recorded); the broker
     must be started with the executor installed on ``runner``."""
@@ -106,7 +129,7 @@ def run_demo_pipeline(broker: Any, runner: StubRunner, *, seconds: float = 0.0,
         return run_pipeline(demo_pipeline(seconds, fail=fail), scheduler, observer=recorder)
 
 
-def fill(broker: Any, *, seconds: float = 0.0) -> StubRunner:
+def fill(broker: DemoBroker, *, seconds: float = 0.0) -> StubRunner:
     """Everything at once (the broker is started and stopped here); returns the runner."""
     runner = StubRunner()
     broker.install_executor(max_queue_readers=4, runner=runner)

@@ -9,6 +9,7 @@ from typing import Any
 
 from sbroker.apps.pipeline.runs import get_run, list_runs, run_attempts
 from sbroker.apps.pipeline.schedules import list_schedules
+from sbroker.engine.api import BrokerAPI
 
 __all__ = ["runs_page"]
 RUNS = 10  # runs drawn on the page, newest first
@@ -47,9 +48,8 @@ def _timeline(run: dict[str, Any], attempts: list[dict[str, Any]], now: float) -
             "seconds": span if attempts else 0.0}
 
 
-def runs_page(broker: Any) -> dict[str, Any]:
-    """The context of ``pipeline_runs.html`` (``broker``: the dashboard's, which is a
-    ``BrokerAPI``; its narrow protocol does not name what the pipeline's readers use)."""
+def runs_page(broker: BrokerAPI) -> dict[str, Any]:
+    """The context of ``pipeline_runs.html``."""
     now = broker.clock.now()
     runs = []
     for summary in list_runs(broker, limit=RUNS):

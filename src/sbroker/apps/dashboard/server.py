@@ -14,9 +14,9 @@ from typing import Any
 import uvicorn
 
 from sbroker.apps.dashboard.app import DashboardOptions, create_app
-from sbroker.apps.dashboard.reader import BrokerApi
 from sbroker.apps.dashboard.security import check_bind, is_loopback
 from sbroker.core import threads
+from sbroker.engine.api import BrokerAPI
 
 __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "DashboardServer"]
 
@@ -28,7 +28,7 @@ class DashboardServer:
     """The dashboard of ``broker`` on ``host:port``; ``run()`` blocks, ``start()``/``stop()``
     run it in a thread (the shape of a broker service: ``broker.add_service(server)``)."""
 
-    def __init__(self, broker: BrokerApi, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
+    def __init__(self, broker: BrokerAPI, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
                  token: str | None = None, refresh: float = 3.0,
                  spark_ui: str | None = None) -> None:
         check_bind(host, token)

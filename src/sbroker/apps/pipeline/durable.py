@@ -43,6 +43,7 @@ from sbroker.apps.sql import read, statements
 from sbroker.core import messages as m
 from sbroker.core.errors import BrokerError
 from sbroker.engine.api import BrokerAPI
+from sbroker.engine.transaction import Transaction
 
 __all__ = ["DurableRunner", "latest_unfinished", "resume_run", "start_run"]
 log = logging.getLogger("sbroker.pipeline")
@@ -98,7 +99,7 @@ class DurableRunner:
         self._interrupting = False
 
     # -- creating and resuming ---------------------------------------------------------------
-    def create(self, tx: Any = None) -> RunState:
+    def create(self, tx: Transaction | None = None) -> RunState:
         """Record a new run and its tasks (all pending), with a dialog of its own; in ``tx``
         when given (a schedule creates its due runs in the transaction of its timer)."""
         if tx is None:
@@ -149,7 +150,7 @@ class DurableRunner:
                          json.loads(value) if value else None, error,
                          kept=status == "succeeded")
 
-    def _reconcile(self, tx: Any, run_id: int, handle: str) -> RunState:
+    def _reconcile(self, tx: Transaction, run_id: int, handle: str) -> RunState:
         """Inside ``tx``: the stored tasks brought to the file's definitions."""
         dag = self.pipeline.dag
         stored = {row[0]: row for row in tx.execute(self.sql.run_tasks, (run_id,)).fetchall()}
@@ -229,7 +230,7 @@ class DurableRunner:
         limit = self.pipeline.options.concurrency
         return ready if limit is None else ready[:max(0, limit - state.running())]
 
-    def _send_ready(self, tx: Any, state: RunState) -> list[TaskState]:
+    def _send_ready(self, tx: Transaction, state: RunState) -> list[TaskState]:
         """Inside ``tx``: an attempt of every task that may start now; the tasks sent."""
         ready = self._ready(state)
         if not ready:
@@ -294,7 +295,7 @@ class DurableRunner:
         self._started(state, started)
         return ended
 
-    def _record(self, tx: Any, state: RunState, result: TaskResult) -> TaskState | None:
+    def _record(self, tx: Transaction, state: RunState, result: TaskResult) -> TaskState | None:
         """Inside the receiving transaction: an attempt's outcome, once."""
         outcome = "succeeded" if result.status == "succeeded" else "failed"
         if tx.execute(self.sql.close_attempt, (outcome, result.log_id)).rowcount != 1:
@@ -324,7 +325,7 @@ class DurableRunner:
             task.status, task.end_time = "failed", end
         return task
 
-    def _set_timer(self, tx: Any, state: RunState) -> None:
+    def _set_timer(self, tx: Transaction, state: RunState) -> None:
         """The dialog's timer at the next retry due (a DialogTimer wakes the wait)."""
         due = [t.next_attempt for t in state.tasks.values()
                if t.status == "retrying" and t.next_attempt is not None]
@@ -338,7 +339,7 @@ class DurableRunner:
                 task.timed_out, task.deadline = True, None
                 cancel_task(self.broker, task.log_id)
 
-    def _finish(self, tx: Any, state: RunState) -> None:
+    def _finish(self, tx: Transaction, state: RunState) -> None:
         """Inside ``tx``: the run's verdict, and its dialog released."""
         ok = all(t.status == "succeeded" for t in state.tasks.values())
         state.status = "succeeded" if ok else "failed"

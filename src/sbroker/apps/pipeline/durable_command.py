@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 
@@ -24,10 +23,11 @@ from sbroker.apps.pipeline.model import Pipeline
 from sbroker.apps.pipeline.parser import PipelineError, load_pipeline, parse_param_overrides
 from sbroker.apps.pipeline.rundisplay import RunDisplay
 from sbroker.apps.pipeline.runstate import RunState
+from sbroker.engine.api import BrokerAPI
 
 __all__ = ["LATEST", "run_durable_command"]
 LATEST = 0  # ``resume=LATEST``: the newest run of the pipeline that did not succeed
-OpenBroker = Callable[[Pipeline], AbstractContextManager[Any]]
+OpenBroker = Callable[[Pipeline], AbstractContextManager[BrokerAPI]]
 
 
 def run_durable_command(path: str | Path, params: Sequence[str] = (), *,
@@ -55,7 +55,7 @@ def run_durable_command(path: str | Path, params: Sequence[str] = (), *,
     return exit_code(pipeline, console, state.interrupted, state.ok), state
 
 
-def _run_to_resume(broker: Any, pipeline: Pipeline, resume: int) -> int:
+def _run_to_resume(broker: BrokerAPI, pipeline: Pipeline, resume: int) -> int:
     if resume != LATEST:
         return resume
     run_id = latest_unfinished(broker, pipeline.name)

@@ -9,6 +9,7 @@ import logging
 from typing import Any
 
 from sbroker.apps.pipeline.run import PipelineRun, RunObserver, StageRun
+from sbroker.engine.api import BrokerAPI
 from sbroker.storage import queries
 
 __all__ = ["Observers", "RunRecorder", "recorder_for"]
@@ -45,7 +46,7 @@ class Observers(RunObserver):
 class RunRecorder(RunObserver):
     """Writes a row per task sent (log id, stage, task name) once its stage is sent."""
 
-    def __init__(self, broker: Any, scheduler_handle: str) -> None:
+    def __init__(self, broker: BrokerAPI, scheduler_handle: str) -> None:
         self.broker = broker
         self.handle = scheduler_handle
         self.sql = queries.load("sbroker.apps.pipeline", f"{broker.dialect}.sql")

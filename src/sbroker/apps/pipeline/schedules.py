@@ -30,6 +30,7 @@ from sbroker.apps.pipeline.runstate import RunState
 from sbroker.apps.sql import read, statements
 from sbroker.core.errors import BrokerError
 from sbroker.engine.api import BrokerAPI
+from sbroker.engine.transaction import Transaction
 
 __all__ = ["MAX_CATCHUP", "SCHEDULE_QUEUE", "SCHEDULE_SERVICE", "add_schedule", "due_times",
            "fire", "list_schedules", "next_after", "remove_schedule"]
@@ -143,7 +144,7 @@ def list_schedules(broker: BrokerAPI) -> list[dict[str, Any]]:
                                   .list_schedules)]
 
 
-def fire(broker: BrokerAPI, tx: Any, handle: str) -> list[RunState]:
+def fire(broker: BrokerAPI, tx: Transaction, handle: str) -> list[RunState]:
     """Inside the transaction that received the DialogTimer of dialog ``handle``: create
     the due runs (or record them skipped), move the next due time on, set the timer again.
     Returns the runs to drive once the transaction committed."""

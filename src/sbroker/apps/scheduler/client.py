@@ -11,12 +11,12 @@ import os
 import threading
 from collections import deque
 from types import TracebackType
-from typing import Any
 
 from sbroker.apps.scheduler import schema
 from sbroker.apps.scheduler.executor import recover_dead_tasks
 from sbroker.apps.scheduler.queries import read, sql
 from sbroker.apps.spark import (
+    Runner,
     SparkProgress,
     Task,
     TaskFailed,
@@ -27,6 +27,7 @@ from sbroker.apps.spark import (
 from sbroker.core import messages as m
 from sbroker.core.errors import BrokerError, InvalidArgumentError
 from sbroker.engine.api import BrokerAPI
+from sbroker.engine.transaction import Transaction
 
 RECOVERY_SECONDS = 5.0  # while waiting, look for tasks whose executor died this often
 NO_READER_SECONDS = 5.0  # a wait with no reader in sight is reported after this long
@@ -231,7 +232,7 @@ class Scheduler:
         return self.handle
 
 
-def send_task(broker: BrokerAPI, tx: Any, handle: str, task: Task | str, pool: str) -> int:
+def send_task(broker: BrokerAPI, tx: Transaction, handle: str, task: Task | str, pool: str) -> int:
     """ExecAsync inside the caller's transaction ``tx``: an ExecutionLog row for ``task`` and
     its AsyncSent on the scheduler dialog ``handle``; returns the log id.  A caller that
     records more in the same transaction (a pipeline run's attempt) gets it all or nothing."""
@@ -245,7 +246,7 @@ def send_task(broker: BrokerAPI, tx: Any, handle: str, task: Task | str, pool: s
     return log_id
 
 
-def open_dialog(broker: BrokerAPI, tx: Any, name: str, priority: int = 5) -> str:
+def open_dialog(broker: BrokerAPI, tx: Transaction, name: str, priority: int = 5) -> str:
     """GetScheduler inside ``tx``: a dialog to the executor, registered for fair serving."""
     handle: str = tx.begin_dialog(schema.INITIATOR_SERVICE, schema.TARGET_SERVICE,
                                   schema.CONTRACT)
@@ -254,7 +255,7 @@ def open_dialog(broker: BrokerAPI, tx: Any, name: str, priority: int = 5) -> str
     return handle
 
 
-def close_dialog(broker: BrokerAPI, tx: Any, handle: str) -> None:
+def close_dialog(broker: BrokerAPI, tx: Transaction, handle: str) -> None:
     """ReleaseScheduler inside ``tx``: end the dialog and forget its registration."""
     tx.end_conversation(handle)
     tx.execute(sql(broker).drop_scheduler, (handle,))
@@ -285,6 +286,6 @@ def cancel_task(broker: BrokerAPI, log_id: int) -> bool:
     return bool(marked)
 
 
-def install_runner(broker: BrokerAPI, runner: Any) -> None:
+def install_runner(broker: BrokerAPI, runner: Runner) -> None:
     """Use ``runner`` (e.g. a StubRunner) for this broker's executor instead of Spark."""
     broker.use_executor_runner(runner)

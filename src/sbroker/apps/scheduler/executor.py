@@ -38,6 +38,7 @@ from sbroker.core import messages as m
 from sbroker.core import threads
 from sbroker.core.errors import ConversationNotFoundError, ConversationStateError
 from sbroker.engine.api import BrokerAPI
+from sbroker.engine.transaction import Transaction
 
 log = logging.getLogger("sbroker.executor")
 # A reader returns after the queue stayed empty this long.  Seed 002 waits 30 s for the same
@@ -167,7 +168,7 @@ def serve_one(broker: BrokerAPI, state: ExecutorState, worker: str, *, wait: flo
     return True
 
 
-def _fair_groups(broker: BrokerAPI, tx: Any, state: ExecutorState) -> list[str]:
+def _fair_groups(broker: BrokerAPI, tx: Transaction, state: ExecutorState) -> list[str]:
     """The ready groups, best first (read in the taking transaction: when it holds the
     writer, this costs no read snapshot of its own)."""
     groups = tx.ready_groups(schema.TARGET_QUEUE)
@@ -217,7 +218,7 @@ def _take(broker: BrokerAPI, state: ExecutorState, worker: str, outcome: Outcome
     return got
 
 
-def _started(broker: BrokerAPI, tx: Any, worker: str,
+def _started(broker: BrokerAPI, tx: Transaction, worker: str,
              msg: m.Message) -> tuple[m.Message, dict[str, Any] | None]:
     """Handle a received message inside its transaction: mark its task running (payload
     returned), or end the dialog / cancel the task (None returned)."""
@@ -267,7 +268,7 @@ def _run(broker: BrokerAPI, state: ExecutorState, msg: m.Message,
                    details, operation_ids)
 
 
-def _finish(broker: BrokerAPI, tx: Any, outcome: Outcome) -> None:
+def _finish(broker: BrokerAPI, tx: Transaction, outcome: Outcome) -> None:
     """Record the outcome in ExecutionLog and send AsyncDone (in the caller's transaction)."""
     start, end = outcome.times or (None, _now())
     details = outcome.details
@@ -333,7 +334,7 @@ def recover_dead_tasks(broker: BrokerAPI) -> int:
     return reported
 
 
-def report_dead_task(broker: BrokerAPI, tx: Any, log_id: int, handle: str,
+def report_dead_task(broker: BrokerAPI, tx: Transaction, log_id: int, handle: str,
                      session: int) -> bool:
     """In ``tx``: mark the dead executor's task failed and tell its scheduler, if no one
     has yet (False then)."""
