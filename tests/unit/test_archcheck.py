@@ -68,3 +68,32 @@ def test_reading_a_backend_flag_above_storage_is_refused(tmp_path: Path) -> None
     problems = archcheck.check(verbose=False, package=package)
     assert len(problems) == 1
     assert problems[0].startswith("pkg/engine/send.py: reads a backend flag (serial_writer)")
+
+
+def _function(name: str, lines: int, indent: str = "") -> str:
+    """A function of exactly ``lines`` lines from its ``def`` to its end."""
+    body = "".join(f"{indent}    x{i} = {i}\n" for i in range(lines - 2))
+    return f"{indent}def {name}():\n{body}{indent}    return 0\n"
+
+
+def test_a_function_over_sixty_lines_is_refused_and_sixty_pass(tmp_path: Path) -> None:
+    package = _package(tmp_path, {
+        "engine/a.py": _function("short", 60) + "class C:\n" + _function("long", 61, "    "),
+    })
+    problems = archcheck.check(verbose=False, package=package)
+    assert problems == ["pkg/engine/a.py:C.long: 61 lines (at most 60): split it into"
+                        " functions that each do one thing"]
+
+
+def test_a_known_long_function_may_only_shrink(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(archcheck, "KNOWN_LONG", {"pkg/engine/a.py:f": 70,
+                                                  "pkg/engine/a.py:gone": 80})
+    grown = _package(tmp_path / "grown", {"engine/a.py": _function("f", 71)})
+    assert archcheck.check(verbose=False, package=grown) == [
+        "pkg/engine/a.py:f: 71 lines, more than the 70 of KNOWN_LONG: it may only shrink",
+        "pkg/engine/a.py:gone: no such function any more: drop it from KNOWN_LONG"]
+    shrunk = _package(tmp_path / "shrunk", {"engine/a.py": _function("f", 65)
+                                            + _function("gone", 80)})
+    assert archcheck.check(verbose=False, package=shrunk) == [
+        "pkg/engine/a.py:f: 65 lines, fewer than the 70 of KNOWN_LONG: lower it there"]
