@@ -98,7 +98,7 @@ QUERY_ID = "sql.streaming.queryId"  # a local property of every task of a stream
 def bulk() -> Iterator[None]:
     """Python's cyclic garbage collector off while a batch's rows are built: a batch makes
     hundreds of thousands of tuples, each allocation counts toward a collection, and the
-    collections (which find nothing: rows hold no cycles) took up to 80 % of the time."""
+    collections (which find nothing: rows hold no cycles) took most of the time."""
     enabled = gc.isenabled()
     gc.disable()
     try:

@@ -52,7 +52,7 @@ PREVIEW_ROWS = 10
 #: many; only a bigger result is counted by a second job (``count()`` runs the query again).
 #: A query that Spark's optimizer proves returns at most this many rows is ``collect()``-ed,
 #: the same plan as a plain ``spark.sql(q).collect()``; others run ``take(COUNTED_ROWS + 1)``,
-#: a plan of its own (a CollectLimit on top) that costs ~5-10% more on small queries.
+#: a plan of its own (a CollectLimit on top) that costs more on small queries.
 COUNTED_ROWS = 1000
 _RECANCEL_SECONDS = 0.2
 CLOSE_TIMEOUT = 20.0  # seconds close() waits for the session to stop

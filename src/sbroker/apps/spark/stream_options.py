@@ -17,7 +17,7 @@ from sbroker.engine import streams
 
 NAME = "sbroker"
 DEFAULT_MAX_MESSAGES = 10_000
-DEFAULT_PER_PARTITION = 50_000  # Spark spends ~0.1 s of CPU per task in its Python worker
+DEFAULT_PER_PARTITION = 50_000  # Spark's Python worker has a fixed cost per task: few, big
 SOURCE_OPTIONS = ("url", "queue", "maxMessagesPerBatch", "messagesPerPartition",
                   "claimTimeout")
 SINK_OPTIONS = ("url", "from_service", "to_service", "contract", "message_type")
