@@ -11,6 +11,12 @@ import sbroker
 from sbroker.engine import catalog as catalog_module
 
 
+@pytest.fixture
+def db_path(database: str) -> str:
+    """The test's broker database, on each backend (tests/conftest.py's ``database``)."""
+    return database
+
+
 def test_ddl_committed_during_a_check_is_seen_by_the_next_statement(
         broker: sbroker.Broker, monkeypatch: pytest.MonkeyPatch) -> None:
     original = catalog_module.current_version

@@ -30,6 +30,12 @@ LIFETIME_EXPIRED = -8489
 
 
 @pytest.fixture
+def db_path(database: str) -> str:
+    """The test's broker database, on each backend (tests/conftest.py's ``database``)."""
+    return database
+
+
+@pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
 
