@@ -91,6 +91,25 @@ def test_service_broker_statements() -> None:
     assert receive.args["where"] == ("conversation_handle", n.Var("h"))
 
 
+def test_endpoint_options_as_sql_server_writes_them() -> None:
+    stmt = one("create endpoint E state = started as tcp (listener_port = 4022,"
+               " listener_ip = (10.0.0.7)) for service_broker (authentication ="
+               " windows kerberos certificate [C 1] encryption = required algorithm rc4 aes,"
+               " message_forward_size = 5)")
+    assert isinstance(stmt, n.Broker) and stmt.verb == "CREATE ENDPOINT"
+    assert stmt.args["options"] == {
+        "STATE": "STARTED", "LISTENER_PORT": n.Literal(4022), "LISTENER_IP": "10.0.0.7",
+        "AUTHENTICATION": {"WINDOWS": "KERBEROS", "CERTIFICATE": "C 1"},
+        "ENCRYPTION": "REQUIRED", "MESSAGE_FORWARD_SIZE": n.Literal(5)}
+    stmt = one("alter endpoint E as tcp (listener_ip = ('::1'))")
+    assert isinstance(stmt, n.Broker) and stmt.args["options"] == {"LISTENER_IP": "::1"}
+    with pytest.raises(TSqlSyntaxError, match="ENDPOINT AS HTTP is not supported"):
+        parse("create endpoint E as http (path = '/x') for soap ()")
+    with pytest.raises(TSqlSyntaxError, match="expected WINDOWS or CERTIFICATE"):
+        parse("create endpoint E as tcp (listener_port = 1)"
+              " for service_broker (authentication = none)")
+
+
 def test_create_procedure_keeps_its_text_and_parameters() -> None:
     proc = one("create procedure dbo.P @a int = 3, @b uniqueidentifier output as\n"
                "begin select @a end")

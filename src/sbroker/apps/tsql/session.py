@@ -16,7 +16,7 @@ from typing import Any
 from sbroker.apps.tsql import nodes as n
 from sbroker.apps.tsql import values
 from sbroker.apps.tsql.errors import UNDECLARED, TSqlError
-from sbroker.engine.api import BrokerAPI
+from sbroker.apps.tsql.ports import TSqlBroker
 from sbroker.engine.transaction import Transaction
 
 NO_TRANSACTION_COMMIT = 3902
@@ -38,7 +38,7 @@ class Session:
     """What lives as long as the connection: the broker, the SPID, the explicit transaction,
     the output of PRINT and the result sets."""
 
-    def __init__(self, broker: BrokerAPI, *, spid: int,
+    def __init__(self, broker: TSqlBroker, *, spid: int,
                  out: Callable[[str], None] | None = None,
                  stopping: threading.Event | None = None,
                  received: Callable[[], None] | None = None) -> None:
