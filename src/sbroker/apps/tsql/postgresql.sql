@@ -40,3 +40,15 @@ SELECT name, name AS message_type_name, validation FROM message_types
 
 -- name: sys_service_contracts
 SELECT DISTINCT name FROM contracts
+
+-- name: table_variable_tables
+-- The tables that hold table variables (tsql_tv_<spid>_<n>), of every session.
+SELECT c.relname FROM pg_catalog.pg_class c
+JOIN pg_catalog.pg_namespace s ON s.oid = c.relnamespace
+WHERE c.relkind = 'r' AND c.relname LIKE 'tsql\_tv\_%' AND s.nspname = current_schema()
+
+-- name: text_columns
+-- The columns of a table with a character type (a T-SQL + on two of them concatenates).
+SELECT lower(column_name) FROM information_schema.columns
+WHERE table_schema = current_schema() AND lower(table_name) = lower(:table)
+  AND data_type IN ('text', 'character varying', 'character')

@@ -7,7 +7,7 @@ import itertools
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from sbroker.apps.tsql import interpreter, sqlexec
+from sbroker.apps.tsql import interpreter, procedures, sqlexec
 from sbroker.apps.tsql.errors import TSqlError
 from sbroker.apps.tsql.parser import parse
 from sbroker.apps.tsql.ports import TSqlBroker
@@ -57,6 +57,7 @@ class Runner:
                  variables: Mapping[str, str] | None = None) -> None:
         spid = broker.session_id * 100000 + SCRIPT_SPIDS + next(_numbers) % 50000
         self.session = Session(broker, spid=spid, out=out)
+        procedures.sweep_table_variables(self.session)
         self.variables = dict(variables or {})
 
     def batches(self, text: str) -> Iterator[BatchOutcome]:

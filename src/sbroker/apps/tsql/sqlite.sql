@@ -35,3 +35,12 @@ SELECT name, name AS message_type_name, validation FROM message_types
 
 -- name: sys_service_contracts
 SELECT DISTINCT name FROM contracts
+
+-- name: table_variable_tables
+-- The tables that hold table variables (tsql_tv_<spid>_<n>), of every session.
+SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'tsql\_tv\_%' ESCAPE '\'
+
+-- name: text_columns
+-- The columns of a table with a character type (a T-SQL + on two of them concatenates).
+SELECT lower(name) FROM pragma_table_info(:table)
+WHERE upper(type) LIKE '%CHAR%' OR upper(type) LIKE '%TEXT%' OR upper(type) LIKE '%CLOB%'
