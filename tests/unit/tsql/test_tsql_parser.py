@@ -110,6 +110,23 @@ def test_endpoint_options_as_sql_server_writes_them() -> None:
               " for service_broker (authentication = none)")
 
 
+def test_cursor_statements() -> None:
+    body = parse("declare c cursor local fast_forward read_only for select a from T"
+                 " order by a for read only\nopen c fetch next from c into @a, @b"
+                 " fetch c close c deallocate c")
+    declare = body[0]
+    assert isinstance(declare, n.DeclareCursor) and declare.local and declare.name == "c"
+    assert [(s.action, s.targets) for s in body[1:] if isinstance(s, n.CursorOp)] == [
+        ("OPEN", ()), ("FETCH", ("a", "b")), ("FETCH", ()), ("CLOSE", ()),
+        ("DEALLOCATE", ())]
+    with pytest.raises(TSqlSyntaxError, match="SCROLL cursors"):
+        parse("declare c scroll cursor for select 1")
+    with pytest.raises(TSqlSyntaxError, match="FETCH PRIOR"):
+        parse("fetch prior from c")
+    with pytest.raises(TSqlSyntaxError, match="cursor variables"):
+        parse("declare @c cursor")
+
+
 def test_create_procedure_keeps_its_text_and_parameters() -> None:
     proc = one("create procedure dbo.P @a int = 3, @b uniqueidentifier output as\n"
                "begin select @a end")

@@ -56,6 +56,8 @@ class Session:
         self.nocount = False
         self.results: list[ResultSet] = []
         self.tables: list[str] = []  # tables that hold table variables, dropped on close
+        self.cursors: dict[str, Any] = {}  # GLOBAL cursors by lower-cased name
+        self.fetch_status = -1
         self._wake = threading.Condition()
 
     # -- transactions ---------------------------------------------------------------------
@@ -135,6 +137,8 @@ class Session:
             return self.error_number
         if name == "IDENTITY":
             return self.identity
+        if name == "FETCH_STATUS":
+            return self.fetch_status
         if name == "XACT_STATE":
             return 1 if self.tx is not None else 0
         if name in ("VERSION", "SERVERNAME", "SERVICENAME"):
@@ -180,6 +184,7 @@ class Frame:
     subquery_runner: Callable[[Frame, n.Select], Any] | None = None
     exists_runner: Callable[[Frame, n.Select], bool] | None = None
     object_runner: Callable[[Frame, str], int | None] | None = None
+    cursors: dict[str, Any] = field(default_factory=dict)  # LOCAL cursors
 
     def declare(self, name: str, type_name: n.TypeName, value: Any = None) -> None:
         self.types[name] = type_name
