@@ -3,6 +3,7 @@ conversation statements on the session's transaction (SPEC §2-3, §14)."""
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -216,8 +217,15 @@ def _get_group(frame: Frame, a: dict[str, Any]) -> None:
     frame.session.rowcount = 0 if group is None else 1
 
 
+_KEPT = tuple(name for name in MESSAGE_COLUMNS if name in Message.__dataclass_fields__)
+_KEPT_VALUES = operator.attrgetter(*_KEPT)
+_NOT_KEPT = dict.fromkeys(name for name in MESSAGE_COLUMNS if name not in _KEPT)  # the *_id
+
+
 def _row(msg: Message) -> dict[str, Any]:
-    row = {name: getattr(msg, name, None) for name in MESSAGE_COLUMNS}
+    """A received message as RECEIVE's columns (the ids SQL Server numbers are NULL)."""
+    row = dict(zip(_KEPT, _KEPT_VALUES(msg), strict=True))
+    row.update(_NOT_KEPT)
     return row
 
 

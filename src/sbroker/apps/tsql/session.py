@@ -7,10 +7,10 @@ from __future__ import annotations
 import datetime as dt
 import threading
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
+from types import TracebackType
 from typing import Any
 
 from sbroker.apps.tsql import nodes as n
@@ -32,6 +32,29 @@ class ResultSet:
 
     def dicts(self) -> list[dict[str, Any]]:
         return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
+
+
+class _Work:
+    """``with session.work() as tx``: a plain context manager (every statement of a loop
+    enters one, so it is kept cheaper than a generator's)."""
+
+    __slots__ = ("own", "session")
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.own: Transaction | None = None
+
+    def __enter__(self) -> Transaction:
+        tx = self.session.tx
+        if tx is not None:
+            return tx
+        self.own = self.session.broker.transaction()
+        return self.own
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self.own is not None:
+            self.own.__exit__(exc_type, exc, tb)
 
 
 class Session:
@@ -61,15 +84,10 @@ class Session:
         self._wake = threading.Condition()
 
     # -- transactions ---------------------------------------------------------------------
-    @contextmanager
-    def work(self) -> Iterator[Transaction]:
+    def work(self) -> _Work:
         """The explicit transaction when one is open; otherwise a transaction of its own
         for this statement (autocommit), committed when the statement succeeds."""
-        if self.tx is not None:
-            yield self.tx
-            return
-        with self.broker.transaction() as tx:
-            yield tx
+        return _Work(self)
 
     def begin(self) -> None:
         if self.tx is None:
