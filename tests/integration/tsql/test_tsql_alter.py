@@ -90,3 +90,21 @@ def test_the_catalog_api_behind_them(broker: sbroker.Broker) -> None:
         broker.alter_service("S", queue="Missing")
     with pytest.raises(InvalidArgumentError, match="built in"):
         broker.alter_message_type("DEFAULT", "empty")
+
+
+def test_alter_route_and_priority_change_only_what_they_name(
+        tsql: Run, broker: sbroker.Broker) -> None:
+    tsql(SETUP + """
+        create route Far with service_name = 'FarService', address = 'TCP://10.0.0.1:4022'
+        create broker priority P for conversation set (contract_name = Notes,
+            local_service_name = InitService, priority_level = 2)
+        alter route Far with address = 'TCP://10.0.0.2:4022'
+        alter broker priority P for conversation set (priority_level = 8)
+    """)
+    [route] = [r for r in broker.catalog.routes if r.name == "Far"]
+    assert (route.service_name, route.address) == ("FarService", "tcp://10.0.0.2:4022")
+    [priority] = broker.catalog.priorities
+    assert (priority.contract, priority.local_service, priority.priority_level) == (
+        "Notes", "InitService", 8)
+    with pytest.raises(TSqlError, match="Msg 15151.*route 'Near'"):
+        tsql("alter route Near with address = 'LOCAL'")

@@ -122,10 +122,32 @@ def _address(address: str) -> str:
     return address
 
 
+def _current(frame: Frame, kind: str, name: str) -> dict[str, Any]:
+    """ALTER ROUTE / BROKER PRIORITY change only the options they name: the others as the
+    object has them now, under their T-SQL names."""
+    broker = frame.session.broker
+    if kind == "route":
+        route = next((r for r in broker.catalog.routes if r.name == name), None)
+        if route is None:
+            raise TSqlError(f"Cannot alter the route '{name}', because it does not exist or"
+                            " you do not have permission.", 15151)
+        left = None if route.expires_at is None else max(
+            route.expires_at - broker.clock.now(), 0.001)
+        return {"SERVICE_NAME": route.service_name, "ADDRESS": route.address,
+                "BROKER_INSTANCE": route.broker_instance, "LIFETIME": left}
+    p = next((p for p in broker.catalog.priorities if p.name == name), None)
+    if p is None:
+        raise TSqlError(f"Cannot alter the broker priority '{name}', because it does not exist"
+                        " or you do not have permission.", 15151)
+    return {"CONTRACT_NAME": p.contract, "LOCAL_SERVICE_NAME": p.local_service,
+            "REMOTE_SERVICE_NAME": p.remote_service, "PRIORITY_LEVEL": p.priority_level}
+
+
 def _route(frame: Frame, a: dict[str, Any]) -> None:
     opts = {k: _value(frame, v) for k, v in a["options"].items()}
     broker = frame.session.broker
     if a.get("alter"):
+        opts = {**_current(frame, "route", a["name"]), **opts}
         broker.drop_route(a["name"])
     lifetime = opts.get("LIFETIME")
     broker.create_route(a["name"], opts.get("SERVICE_NAME"),
@@ -138,6 +160,7 @@ def _priority(frame: Frame, a: dict[str, Any]) -> None:
     opts = {k: _value(frame, v) for k, v in a["options"].items()}
     broker = frame.session.broker
     if a.get("alter"):
+        opts = {**_current(frame, "broker priority", a["name"]), **opts}
         broker.drop_broker_priority(a["name"])
     level = opts.get("PRIORITY_LEVEL", "DEFAULT")
     broker.create_broker_priority(
