@@ -45,8 +45,17 @@ def test_the_endpoint_is_kept_in_the_database(tsql: Run, broker: sbroker.Broker,
         tsql(CREATE.format(state="stopped", port=5000))
     with pytest.raises(TSqlError, match="Msg 15151.*Cannot drop the endpoint 'Other'"):
         tsql("drop endpoint Other")
+    [[sb], [tcp]] = tsql("select name, state_desc, is_message_forwarding_enabled as fwd,"
+                         " message_forwarding_size as size, encryption_algorithm_desc as alg"
+                         " from sys.service_broker_endpoints"
+                         " select name, port, ip_address from sys.tcp_endpoints")
+    assert sb == {"name": "BrokerEndpoint", "state_desc": "STOPPED", "fwd": 0, "size": 20,
+                  "alg": "NONE"}
+    assert tcp == {"name": "BrokerEndpoint", "port": 4999, "ip_address": "0.0.0.0"}
     tsql("drop endpoint BrokerEndpoint")
     assert broker.network.endpoint() is None
+    assert tsql("if not exists (select * from sys.service_broker_endpoints)"
+                " select 'none' as endpoint") == [[{"endpoint": "none"}]]
 
 
 def test_what_is_refused(tsql: Run, broker: sbroker.Broker,

@@ -41,7 +41,8 @@ OWN_NAMES = frozenset((
 SYS_VIEWS = ("service_queues", "dm_broker_activated_tasks", "conversation_endpoints",
              "conversation_groups", "transmission_queue", "services", "routes",
              "conversation_priorities", "dm_broker_queue_monitors",
-             "service_message_types", "service_contracts")
+             "service_message_types", "service_contracts", "service_broker_endpoints",
+             "tcp_endpoints")
 
 
 @dataclass(frozen=True)
