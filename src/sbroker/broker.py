@@ -232,6 +232,10 @@ class Broker:
     def drop_message_type(self, name: str) -> None:
         self.engine.ddl(ddl.drop_message_type(name))
 
+    def alter_message_type(self, name: str, validation: object) -> None:
+        """Change a message type's validation (for messages enqueued from now on)."""
+        self.engine.ddl(ddl.alter_message_type(name, validation))
+
     def create_contract(self, name: str, message_types: Mapping[str, str], *,
                         exist_ok: bool = False) -> None:
         self._create(exist_ok, "contract", name, {"message_types": message_types},
@@ -275,6 +279,14 @@ class Broker:
 
     def drop_service(self, name: str) -> None:
         self.engine.ddl(ddl.drop_service(name))
+
+    def alter_service(self, name: str, *, queue: str | None = None,
+                      add_contracts: Iterable[str] = (),
+                      drop_contracts: Iterable[str] = ()) -> None:
+        """Move a service without conversations to ``queue``; add or drop the contracts it
+        accepts as a target (conversations already begun go on)."""
+        self.engine.ddl(ddl.alter_service(name, queue, add_contracts, drop_contracts),
+                        redeliver=bool(add_contracts) or queue is not None)
 
     def create_route(self, name: str, service_name: str | None = None, address: str = "LOCAL",
                      broker_instance: str | None = None, lifetime: float | None = None, *,

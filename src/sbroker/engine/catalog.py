@@ -5,7 +5,7 @@ transaction given by the engine)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from sbroker.core.catalog import (
@@ -331,6 +331,56 @@ def create_service(name: str, queue: str, contracts: Any) -> Callable[[Connectio
         created = conn.query_one(sql.insert_service, (name, row[0]))
         assert created is not None
         conn.executemany(sql.insert_service_contract, [(created[0], c) for c in contracts])
+        _bump(conn)
+
+    return ddl
+
+
+def alter_message_type(name: str, validation: object) -> Callable[[Connection], None]:
+    """A message type's validation changed (ALTER MESSAGE TYPE): messages enqueued from now
+    on are checked against it; those already in queues stay."""
+    check_name(name, "message type")
+    if name in BUILTIN_MESSAGE_TYPES:
+        raise InvalidArgumentError(f"message type {name!r} is built in and cannot be altered")
+    kind, schema = normalize(validation)
+
+    def ddl(conn: Connection) -> None:
+        _need(conn, "message type", name)
+        conn.execute(conn.sql.update_message_type, (kind, schema, name))
+        _bump(conn)
+
+    return ddl
+
+
+def alter_service(name: str, queue: str | None, add: Iterable[str] = (),
+                  drop: Iterable[str] = ()) -> Callable[[Connection], None]:
+    """ALTER SERVICE: another queue (refused while the service has conversations: their
+    messages would have to move with them), contracts added or dropped (conversations
+    begun on a dropped contract go on; new ones to the service on it are refused)."""
+    check_name(name, "service")
+    if queue is not None:
+        check_name(queue, "queue")
+    added, dropped = tuple(add), tuple(drop)
+
+    def ddl(conn: Connection) -> None:
+        sql = conn.sql
+        _need(conn, "service", name)
+        if queue is not None:
+            _need(conn, "queue", queue)
+            if conn.query_one(sql.service_conversation, (name,)) is not None:
+                raise InvalidArgumentError(
+                    f"service {name!r} has conversations: end them before moving it to"
+                    f" queue {queue!r}")
+            conn.execute(sql.update_service_queue, (queue, name))
+        for contract in dropped:
+            if conn.query_one(sql.service_has_contract, (name, contract)) is None:
+                raise NotFoundError(f"service {name!r} has no contract {contract!r}")
+            conn.execute(sql.drop_service_contract, (name, contract))
+        for contract in added:
+            _need(conn, "contract", contract)
+            if conn.query_one(sql.service_has_contract, (name, contract)) is not None:
+                raise DuplicateError(f"service {name!r} already has contract {contract!r}")
+            conn.execute(sql.add_service_contract, (contract, name))
         _bump(conn)
 
     return ddl

@@ -7,39 +7,25 @@ from __future__ import annotations
 
 import datetime as dt
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from support.tsql_cli import SCRIPTS, SqlRunner
 
 import sbroker
 
-SCRIPTS = Path(__file__).resolve().parents[3] / "examples" / "tsql"
 STAGES = [4, 2, 1, 2, 1]
 DELAYS = [10.1, 9.2, 8.3, 7.4, 6.5]
 
 
-@pytest.fixture
-def db(database: str) -> str:
-    """A fresh broker database on each backend (``database`` of tests/conftest.py)."""
-    return database
-
-
-def sbroker_sql(db: Path | str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "sbroker.cli", "--db", str(db), "sql", *args],
-                          capture_output=True, text=True, timeout=300)
-
-
 @pytest.mark.slow
-def test_seed_002_runs_as_written(db: Path | str) -> None:
-    setup = sbroker_sql(db, str(SCRIPTS / "seed002_scheduler.sql"))
+def test_seed_002_runs_as_written(sql: SqlRunner) -> None:
+    setup = sql.run(str(SCRIPTS / "seed002_scheduler.sql"))
     assert setup.returncode == 0, setup.stderr
     test = subprocess.Popen(
-        [sys.executable, "-m", "sbroker.cli", "--db", str(db), "sql",
-         str(SCRIPTS / "seed002_test.sql")],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        sql.command(str(SCRIPTS / "seed002_test.sql")), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
     running: list[dict[str, object]] = []
-    with sbroker.Broker.open(db) as watcher:
+    with sbroker.Broker.open(sql.db) as watcher:
         while not running:  # ExecutionStatus shows the first stage's tasks as they run
             [rows] = watcher.execute_tsql("select * from ExecutionStatus where LogID is not null")
             running = rows

@@ -3,45 +3,25 @@ detection under the five-rollback rule, run through ``sbroker sql`` as a user ru
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
-import pytest
-
-SCRIPTS = Path(__file__).resolve().parents[3] / "examples" / "tsql"
-
-
-@pytest.fixture
-def db(database: str) -> str:
-    """A fresh broker database on each backend (``database`` of tests/conftest.py)."""
-    return database
-
-
-def sbroker_sql(db: Path | str, *args: str) -> list[dict[str, Any]]:
-    """Run ``sbroker sql --json``; its result sets (it must exit 0)."""
-    done = subprocess.run([sys.executable, "-m", "sbroker.cli", "--db", str(db), "sql",
-                           "--json", *args], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    return [json.loads(line) for line in done.stdout.splitlines()]
+from support.tsql_cli import SCRIPTS, SqlRunner
 
 
 def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     return [dict(zip(result["columns"], row, strict=True)) for row in result["rows"]]
 
 
-def test_seed_000_priorities_and_a_request_reply(db: Path | str) -> None:
-    sbroker_sql(db, str(SCRIPTS / "seed000_setup.sql"), str(SCRIPTS / "seed000_priorities.sql"))
-    [priorities] = sbroker_sql(db, "-Q", "select name, local_service_name, priority"
-                                         " from sys.conversation_priorities order by name")
+def test_seed_000_priorities_and_a_request_reply(sql: SqlRunner) -> None:
+    sql.json(str(SCRIPTS / "seed000_setup.sql"), str(SCRIPTS / "seed000_priorities.sql"))
+    [priorities] = sql.json("-Q", "select name, local_service_name, priority"
+                                  " from sys.conversation_priorities order by name")
     assert rows(priorities) == [
         {"name": "InitiatorToTargetPriority", "local_service_name": "InitiatorSerivce",
          "priority": 3},
         {"name": "TargetToInitiatorPriority", "local_service_name": "TargetService",
          "priority": 3}]
-    endpoints, request, reply = sbroker_sql(db, str(SCRIPTS / "seed000_request_reply.sql"))
+    endpoints, request, reply = sql.json(str(SCRIPTS / "seed000_request_reply.sql"))
     assert rows(request) == [{"request": "<RequestMsg>Message for Target service.</RequestMsg>"}]
     assert rows(reply) == [{"reply": "<ReplyMsg>Message for Initiator service.</ReplyMsg>"}]
     # the target's endpoint matches TargetToInitiatorPriority; the initiator's keeps the
@@ -64,20 +44,20 @@ select (select count(*) from dbo.poison_message_details) as incidents,
 """
 
 
-def test_seed_004_takes_a_poison_message_out_before_the_fifth_rollback(db: Path | str) -> None:
-    sbroker_sql(db, str(SCRIPTS / "seed004_poison.sql"))
-    sbroker_sql(db, "-Q", SEND.format(body="poison"))
+def test_seed_004_takes_a_poison_message_out_before_the_fifth_rollback(sql: SqlRunner) -> None:
+    sql.json(str(SCRIPTS / "seed004_poison.sql"))
+    sql.json("-Q", SEND.format(body="poison"))
     # four rollbacks record four incidents; the fifth call finds more than three and takes
     # the message out (commit): the queue never sees a fifth rollback
-    [state] = sbroker_sql(db, "-Q", "exec dbo.process_queue\n" * 5 + STATE)
+    [state] = sql.json("-Q", "exec dbo.process_queue\n" * 5 + STATE)
     assert rows(state) == [{"incidents": 4, "dead": 1, "processed": 0, "enabled": 1}]
-    sbroker_sql(db, "-Q", SEND.format(body="fine"))
-    [state] = sbroker_sql(db, "-Q", "exec dbo.process_queue" + STATE)
+    sql.json("-Q", SEND.format(body="fine"))
+    [state] = sql.json("-Q", "exec dbo.process_queue" + STATE)
     assert rows(state) == [{"incidents": 4, "dead": 1, "processed": 1, "enabled": 1}]
 
 
-def test_seed_004_with_a_high_threshold_meets_the_five_rollback_rule(db: Path | str) -> None:
-    sbroker_sql(db, str(SCRIPTS / "seed004_poison.sql"))
-    sbroker_sql(db, "-Q", SEND.format(body="poison"))
-    [state] = sbroker_sql(db, "-Q", "exec dbo.process_queue @threshold = 10\n" * 5 + STATE)
+def test_seed_004_with_a_high_threshold_meets_the_five_rollback_rule(sql: SqlRunner) -> None:
+    sql.json(str(SCRIPTS / "seed004_poison.sql"))
+    sql.json("-Q", SEND.format(body="poison"))
+    [state] = sql.json("-Q", "exec dbo.process_queue @threshold = 10\n" * 5 + STATE)
     assert rows(state) == [{"incidents": 5, "dead": 0, "processed": 0, "enabled": 0}]

@@ -243,3 +243,40 @@ def test_sys_catalog_views(tsql: Run) -> None:
     assert [r["name"] for r in types] == ["Reply", "Request"]
     assert contracts == [{"name": "RequestReply"}]
     assert [r["name"] for r in services] == ["InitService", "TargetService"]
+
+
+def test_a_cursor_ends_every_conversation_as_admin_scripts_do(tsql: Run) -> None:
+    tsql(SETUP + """
+        declare @h uniqueidentifier, @i int = 0
+        while @i < 3
+        begin
+            begin dialog @h from service InitService to service 'TargetService'
+                on contract RequestReply with encryption = off
+            set @i += 1
+        end
+    """)
+    [ended, left] = tsql("""
+        declare @h uniqueidentifier, @n int = 0
+        declare ends cursor local fast_forward for
+            select conversation_handle from sys.conversation_endpoints
+        open ends
+        fetch next from ends into @h
+        while @@fetch_status = 0
+        begin
+            end conversation @h with cleanup
+            set @n += 1
+            fetch next from ends into @h
+        end
+        close ends
+        deallocate ends
+        select @n as ended, @@fetch_status as status
+        select count(*) as n from sys.conversation_endpoints
+    """)
+    assert ended == [{"ended": 3, "status": -1}] and left == [{"n": 0}]
+    with pytest.raises(TSqlError, match="Msg 16916.*'ends' does not exist"):
+        tsql("open ends")
+    with pytest.raises(TSqlError, match="Msg 16917.*not open"):
+        tsql("declare c cursor for select 1 as one fetch next from c")
+    [[row]] = tsql("declare c cursor for select 1 as one\ngo\n"  # global: the session's
+                   "open c fetch next from c close c deallocate c")
+    assert row == {"one": 1}

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+import sbroker
 from sbroker.apps.tsql import TSqlError
 
 Run = Callable[..., list[list[dict[str, Any]]]]
@@ -87,7 +88,7 @@ def test_a_syntax_error_runs_nothing_of_its_batch(tsql: Run) -> None:
 
 
 def test_unsupported_syntax_is_an_error_that_names_it(tsql: Run) -> None:
-    with pytest.raises(TSqlError, match="DECLARE CURSOR is not supported"):
+    with pytest.raises(TSqlError, match="cursor variables is not supported"):
         tsql("declare @c cursor")
     with pytest.raises(TSqlError, match="GOTO is not supported"):
         tsql("goto somewhere")
@@ -180,6 +181,38 @@ def test_table_variables(tsql: Run) -> None:
         select n, name from @t where n > 1
     """)
     assert rows == [{"n": 2, "name": "b"}]
+
+
+def test_table_variables_of_a_process_that_died_are_swept(
+        tsql: Run, broker: sbroker.Broker, database: str) -> None:
+    def tables() -> set[str]:
+        [rows] = tsql("select name from tables_seen")
+        return {str(r["name"]) for r in rows}
+
+    other = sbroker.Broker.open(database)  # a process that will die with a table variable
+    mine = f"tsql_tv_{broker.session_id * 100000 + 50001}_7"
+    theirs = f"tsql_tv_{other.session_id * 100000 + 50001}_7"
+    for owner, table in ((broker, mine), (other, theirs)):
+        with owner.transaction() as tx:
+            tx.execute(f"CREATE TABLE {table} (n int)", ())
+    other.close()  # its session is gone as a killed one is once reaped; its table stays
+    tsql("create table tables_seen (name nvarchar(100))")
+    for table in (mine, theirs):
+        tsql(f"if object_id('{table}') is not null insert into tables_seen values ('{table}')")
+    assert tables() == {mine}  # the dead session's table went when a session started
+
+
+def test_plus_of_two_text_columns_concatenates(tsql: Run) -> None:
+    [rows] = tsql("""
+        create table People (id int, first nvarchar(20), last varchar(max), age int)
+        insert into People values (1, 'Ada', 'Lovelace', 36)
+        declare @t table (id int, title nvarchar(10))
+        insert into @t values (1, 'Countess')
+        select t.title + ' ' + p.first + ' ' + p.last as name, p.age + p.id as n,
+               first + last as joined
+        from People p join @t t on t.id = p.id
+    """)
+    assert rows == [{"name": "Countess Ada Lovelace", "n": 37, "joined": "AdaLovelace"}]
 
 
 def test_xml_as_the_seeds_use_it(tsql: Run) -> None:

@@ -91,6 +91,42 @@ def test_service_broker_statements() -> None:
     assert receive.args["where"] == ("conversation_handle", n.Var("h"))
 
 
+def test_endpoint_options_as_sql_server_writes_them() -> None:
+    stmt = one("create endpoint E state = started as tcp (listener_port = 4022,"
+               " listener_ip = (10.0.0.7)) for service_broker (authentication ="
+               " windows kerberos certificate [C 1] encryption = required algorithm rc4 aes,"
+               " message_forward_size = 5)")
+    assert isinstance(stmt, n.Broker) and stmt.verb == "CREATE ENDPOINT"
+    assert stmt.args["options"] == {
+        "STATE": "STARTED", "LISTENER_PORT": n.Literal(4022), "LISTENER_IP": "10.0.0.7",
+        "AUTHENTICATION": {"WINDOWS": "KERBEROS", "CERTIFICATE": "C 1"},
+        "ENCRYPTION": "REQUIRED", "MESSAGE_FORWARD_SIZE": n.Literal(5)}
+    stmt = one("alter endpoint E as tcp (listener_ip = ('::1'))")
+    assert isinstance(stmt, n.Broker) and stmt.args["options"] == {"LISTENER_IP": "::1"}
+    with pytest.raises(TSqlSyntaxError, match="ENDPOINT AS HTTP is not supported"):
+        parse("create endpoint E as http (path = '/x') for soap ()")
+    with pytest.raises(TSqlSyntaxError, match="expected WINDOWS or CERTIFICATE"):
+        parse("create endpoint E as tcp (listener_port = 1)"
+              " for service_broker (authentication = none)")
+
+
+def test_cursor_statements() -> None:
+    body = parse("declare c cursor local fast_forward read_only for select a from T"
+                 " order by a for read only\nopen c fetch next from c into @a, @b"
+                 " fetch c close c deallocate c")
+    declare = body[0]
+    assert isinstance(declare, n.DeclareCursor) and declare.local and declare.name == "c"
+    assert [(s.action, s.targets) for s in body[1:] if isinstance(s, n.CursorOp)] == [
+        ("OPEN", ()), ("FETCH", ("a", "b")), ("FETCH", ()), ("CLOSE", ()),
+        ("DEALLOCATE", ())]
+    with pytest.raises(TSqlSyntaxError, match="SCROLL cursors"):
+        parse("declare c scroll cursor for select 1")
+    with pytest.raises(TSqlSyntaxError, match="FETCH PRIOR"):
+        parse("fetch prior from c")
+    with pytest.raises(TSqlSyntaxError, match="cursor variables"):
+        parse("declare @c cursor")
+
+
 def test_create_procedure_keeps_its_text_and_parameters() -> None:
     proc = one("create procedure dbo.P @a int = 3, @b uniqueidentifier output as\n"
                "begin select @a end")

@@ -33,6 +33,19 @@ def test_update_by_alias_and_string_concatenation() -> None:
     assert texts.sql == "SELECT n || :v_s, n + :v_i FROM T"
 
 
+def test_plus_of_text_columns_concatenates_once_their_types_are_known() -> None:
+    text = ("select a.first + b.last, a.n + b.n, a.first + cast(b.n as nvarchar(9)), last + 'x'"
+            " from People a join Names b on a.id = b.id")
+    first = translate(text, "sqlite")
+    assert first.schema_tables == ("names", "people")  # what it needs to know
+    schema = (("names", ("last",)), ("people", ("first",)))
+    done = translate(text, "sqlite", text_columns=schema)
+    assert done.schema_tables == ()
+    assert done.sql == ("SELECT a.first || b.last, a.n + b.n, a.first || CAST(b.n AS TEXT(9)),"
+                        " last || 'x' FROM People AS a JOIN Names AS b ON a.id = b.id")
+    assert translate("select n + 1, @a + @b from T", "sqlite").schema_tables == ()
+
+
 def test_sys_views_table_variables_and_names_sbroker_uses() -> None:
     done = translate("select object_id from sys.service_queues q join @t t on t.n = q.name"
                      " join ExecutionLog e on e.x = 1", "sqlite", (("t", "tsql_tv_1"),), VIEWS)

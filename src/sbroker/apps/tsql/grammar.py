@@ -18,6 +18,7 @@ STARTS = frozenset((
     "DECLARE", "SET", "EXEC", "EXECUTE", "RETURN", "PRINT", "RAISERROR", "THROW", "BREAK",
     "CONTINUE", "WAITFOR", "SEND", "RECEIVE", "CREATE", "ALTER", "DROP", "USE", "COMMIT",
     "ROLLBACK", "ELSE", "GET", "MOVE", "GOTO", "SAVE", "GRANT", "DENY", "REVOKE", "BULK",
+    "OPEN", "FETCH", "CLOSE", "DEALLOCATE",
 ))
 SET_OPS = ("=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=")
 SELECT_CLAUSES = ("FROM", "WHERE", "GROUP", "HAVING", "ORDER", "INTO", "UNION", "EXCEPT",

@@ -8,8 +8,8 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
+from sbroker.apps.tsql import cursors, procedures, sbexec, sqlexec, values
 from sbroker.apps.tsql import nodes as n
-from sbroker.apps.tsql import procedures, sbexec, sqlexec, values
 from sbroker.apps.tsql.errors import USER, TSqlError
 from sbroker.apps.tsql.evaluate import evaluate, truth
 from sbroker.apps.tsql.session import Frame
@@ -259,7 +259,7 @@ EXECUTORS: dict[type, Callable[[Frame, Any], None]] = {
     n.TranControl: _tran, n.Select: _select, n.PlainSql: _plain, n.WaitforDelay: _waitfor,
     n.ExecDynamic: _exec_dynamic, n.ExecProc: _exec_proc, n.Database: _database,
     n.CreateProcedure: procedures.create, n.DropObject: sbexec.drop,
-    n.Broker: sbexec.execute,
+    n.Broker: sbexec.execute, n.DeclareCursor: cursors.declare, n.CursorOp: cursors.operate,
 }
 
 

@@ -135,6 +135,22 @@ class DeclareTable(Stmt):
 
 
 @dataclass(frozen=True)
+class DeclareCursor(Stmt):
+    """DECLARE name CURSOR [LOCAL | GLOBAL] [options] FOR select."""
+    name: str
+    select: Select
+    local: bool
+
+
+@dataclass(frozen=True)
+class CursorOp(Stmt):
+    """OPEN / CLOSE / DEALLOCATE name; FETCH [NEXT] FROM name [INTO @a, ...]."""
+    action: str
+    name: str
+    targets: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class SetVar(Stmt):
     name: str
     op: str                     # "=" or "+=" ...

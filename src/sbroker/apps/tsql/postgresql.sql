@@ -40,3 +40,39 @@ SELECT name, name AS message_type_name, validation FROM message_types
 
 -- name: sys_service_contracts
 SELECT DISTINCT name FROM contracts
+
+-- name: table_variable_tables
+-- The tables that hold table variables (tsql_tv_<spid>_<n>), of every session.
+SELECT c.relname FROM pg_catalog.pg_class c
+JOIN pg_catalog.pg_namespace s ON s.oid = c.relnamespace
+WHERE c.relkind = 'r' AND c.relname LIKE 'tsql\_tv\_%' AND s.nspname = current_schema()
+
+-- name: text_columns
+-- The columns of a table with a character type (a T-SQL + on two of them concatenates).
+SELECT lower(column_name) FROM information_schema.columns
+WHERE table_schema = current_schema() AND lower(table_name) = lower(:table)
+  AND data_type IN ('text', 'character varying', 'character')
+
+-- name: sys_service_broker_endpoints
+-- The broker endpoint (SPEC §7) with SQL Server's columns: one row when there is one.
+SELECT COALESCE(CAST(options AS JSON) ->> 'name', 'ServiceBrokerEndpoint') AS name,
+       1 AS endpoint_id, 'TCP' AS protocol_desc, 'SERVICE_BROKER' AS type_desc,
+       UPPER(COALESCE(CAST(options AS JSON) ->> 'state', 'started')) AS state_desc,
+       CASE WHEN CAST(options AS JSON) ->> 'message_forwarding' = 'true' THEN 1 ELSE 0 END
+           AS is_message_forwarding_enabled,
+       CAST(CAST(options AS JSON) ->> 'message_forward_size' AS INT) AS message_forwarding_size,
+       'CERTIFICATE' AS connection_auth_desc,
+       CASE WHEN CAST(options AS JSON) ->> 'encryption' = 'disabled' THEN 'NONE' ELSE 'AES' END
+           AS encryption_algorithm_desc
+FROM sb_net_endpoint
+
+-- name: sys_tcp_endpoints
+SELECT COALESCE(CAST(options AS JSON) ->> 'name', 'ServiceBrokerEndpoint') AS name,
+       1 AS endpoint_id, 'SERVICE_BROKER' AS type_desc,
+       UPPER(COALESCE(CAST(options AS JSON) ->> 'state', 'started')) AS state_desc,
+       CASE WHEN CAST(CAST(options AS JSON) ->> 'port' AS INT) = 0 THEN listening_port
+            ELSE CAST(CAST(options AS JSON) ->> 'port' AS INT) END AS port,
+       CASE WHEN CAST(CAST(options AS JSON) ->> 'port' AS INT) = 0 THEN 1 ELSE 0 END
+           AS is_dynamic_port,
+       CAST(options AS JSON) ->> 'host' AS ip_address
+FROM sb_net_endpoint

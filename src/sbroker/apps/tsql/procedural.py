@@ -7,15 +7,63 @@ from sbroker.apps.tsql import ddl, sbparse
 from sbroker.apps.tsql import nodes as n
 from sbroker.apps.tsql.errors import REFUSED
 from sbroker.apps.tsql.grammar import SET_OPS, STARTS, Parser, Rule
-from sbroker.apps.tsql.tokens import Kind
+from sbroker.apps.tsql.tokens import Kind, Token
 
 #: Procedures that reach outside the database: refused by name.
 REFUSED_PROCEDURES = ("xp_cmdshell", "sp_configure", "sp_addlinkedserver", "sp_oacreate",
                       "sp_oamethod", "xp_dirtree", "xp_fileexist", "xp_regread")
 
 
+CURSOR_OPTIONS = ("LOCAL", "GLOBAL", "FORWARD_ONLY", "STATIC", "KEYSET", "DYNAMIC",
+                  "FAST_FORWARD", "READ_ONLY", "SCROLL_LOCKS", "OPTIMISTIC", "TYPE_WARNING",
+                  "INSENSITIVE")
+
+
+def declare_cursor(p: Parser, first: Token) -> n.Stmt:
+    """``DECLARE name [INSENSITIVE] CURSOR [options] FOR select [FOR READ ONLY]``: rows are
+    read at OPEN (a static cursor), fetched forward only."""
+    name = p.name()
+    local = False
+    while not p.accept_word("FOR"):
+        word = p.expect_word("CURSOR", "SCROLL", *CURSOR_OPTIONS).upper
+        if word in ("SCROLL", "KEYSET", "DYNAMIC", "SCROLL_LOCKS", "OPTIMISTIC"):
+            raise p.unsupported(f"{word} cursors (cursors here are static and forward only)")
+        local = local or word == "LOCAL"
+    select = p.subquery()
+    if p.accept_word("FOR"):
+        if p.tok.is_word("UPDATE"):
+            raise p.unsupported("FOR UPDATE cursors")
+        p.expect_word("READ")
+        p.expect_word("ONLY")
+    return n.DeclareCursor(first.line, first.column, name, select, local)
+
+
+def cursor_statement(p: Parser) -> n.Stmt:
+    """OPEN / CLOSE / DEALLOCATE [GLOBAL] name, FETCH [NEXT] [FROM] name [INTO @a, ...]."""
+    first = p.advance()
+    action = first.upper
+    targets: list[str] = []
+    if action == "FETCH":
+        if p.tok.is_word("PRIOR", "FIRST", "LAST", "ABSOLUTE", "RELATIVE"):
+            raise p.unsupported(f"FETCH {p.tok.upper} (cursors here are forward only)")
+        p.accept_word("NEXT")
+        p.accept_word("FROM")
+    p.accept_word("GLOBAL")
+    if p.tok.kind is Kind.VAR:
+        raise p.unsupported("cursor variables")
+    name = p.name()
+    if action == "FETCH" and p.accept_word("INTO"):
+        targets.append(p.variable())
+        while p.accept_op(","):
+            targets.append(p.variable())
+    return n.CursorOp(first.line, first.column, action, name, tuple(targets))
+
+
 def declare(p: Parser) -> n.Stmt:
     first = p.advance()
+    if p.tok.kind in (Kind.WORD, Kind.QUOTED) and (
+            p.peek().is_word("CURSOR", "INSENSITIVE", "SCROLL")):
+        return declare_cursor(p, first)
     if (p.tok.kind is Kind.VAR and p.peek().is_word("TABLE")) or (
             p.tok.kind is Kind.VAR and p.peek().is_word("AS") and p.peek(2).is_word("TABLE")):
         name = p.variable()
@@ -35,7 +83,7 @@ def declare(p: Parser) -> n.Stmt:
         name = p.variable()
         p.accept_word("AS")
         if p.tok.is_word("CURSOR"):
-            raise p.unsupported("DECLARE CURSOR")
+            raise p.unsupported("cursor variables")
         type_name = p.type_name()
         value = p.expression() if p.accept_op("=") else None
         items.append((name, type_name, value))
@@ -242,5 +290,6 @@ RULES: dict[str, Rule] = {
     "WHILE": while_statement, "BEGIN": begin, "BREAK": simple, "CONTINUE": simple,
     "RETURN": simple, "PRINT": simple, "COMMIT": transaction, "ROLLBACK": transaction,
     "RAISERROR": raiserror, "THROW": throw, "EXEC": execute, "EXECUTE": execute,
-    "WAITFOR": waitfor, **ddl.RULES,
+    "WAITFOR": waitfor, "OPEN": cursor_statement, "FETCH": cursor_statement,
+    "CLOSE": cursor_statement, "DEALLOCATE": cursor_statement, **ddl.RULES,
 }

@@ -123,3 +123,27 @@ def declare_table(frame: Frame, stmt: n.DeclareTable) -> None:
     sqlexec.run_sql(frame, f"CREATE TABLE {table} {stmt.columns_sql}")
     frame.tables[stmt.name] = table
     session.tables.append(table)
+
+
+def _spid_of(table: str) -> int | None:
+    """The SPID in a table variable's table name ``tsql_tv_<spid>_<n>``, else None."""
+    spid, _, number = table.removeprefix("tsql_tv_").partition("_")
+    return int(spid) if spid.isdigit() and number.isdigit() else None
+
+
+def sweep_table_variables(session: Session) -> int:
+    """Drop the tables of table variables whose session's process is gone (a process that
+    crashed could not drop them); how many it dropped."""
+    broker = session.broker
+    queries = statements(broker, "sbroker.apps.tsql")
+    with broker.transaction() as tx:
+        tables = [str(row[0]) for row in tx.execute(queries["table_variable_tables"], ())]
+    owned = {table: _spid_of(table) for table in tables}
+    if not any(spid is not None for spid in owned.values()):
+        return 0
+    alive = {int(row["session_id"]) for row in broker.view("dm_broker_sessions")}  # reaps
+    dead = [t for t, spid in owned.items() if spid is not None and spid // 100000 not in alive]
+    for table in dead:
+        with broker.transaction() as tx:
+            tx.execute(f"DROP TABLE IF EXISTS {table}", ())
+    return len(dead)

@@ -3,13 +3,15 @@ conversation statements on the session's transaction (SPEC §2-3, §14)."""
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import Any
 
 from sbroker.apps.tsql import nodes as n
-from sbroker.apps.tsql import procedures, sqlexec, values
+from sbroker.apps.tsql import procedures, sbendpoint, sqlexec, values
 from sbroker.apps.tsql.errors import TSqlError
 from sbroker.apps.tsql.evaluate import evaluate
+from sbroker.apps.tsql.ports import TSqlBroker
 from sbroker.apps.tsql.session import Frame, ResultSet
 from sbroker.core.catalog import Activation
 from sbroker.core.messages import Message
@@ -86,7 +88,18 @@ def _message_type(frame: Frame, a: dict[str, Any]) -> None:
     if validation is None:
         raise TSqlError(f"VALIDATION = {a['validation']} is not supported by sbroker",
                         40517, 15)
-    frame.session.broker.create_message_type(a["name"], validation)
+    if a.get("alter"):
+        frame.session.broker.alter_message_type(a["name"], validation)
+    else:
+        frame.session.broker.create_message_type(a["name"], validation)
+
+
+def _alter_service(frame: Frame, a: dict[str, Any]) -> None:
+    changes: list[tuple[str, str]] = a["changes"]
+    frame.session.broker.alter_service(
+        a["name"], queue=a["queue"],
+        add_contracts=[c for change, c in changes if change == "ADD"],
+        drop_contracts=[c for change, c in changes if change == "DROP"])
 
 
 def _queue(frame: Frame, a: dict[str, Any]) -> None:
@@ -99,21 +112,55 @@ def _alter_queue(frame: Frame, a: dict[str, Any]) -> None:
     broker.alter_queue(a["name"], **_queue_options(frame, a["name"], a["options"], True))
 
 
+def _address(address: str) -> str:
+    """A route's ADDRESS as SQL Server reads it: 'TCP://host:port', 'LOCAL' and 'TRANSPORT'
+    in any case."""
+    if address.upper() in ("LOCAL", "TRANSPORT"):
+        return address.upper()
+    if address[:6].lower() == "tcp://":
+        return "tcp://" + address[6:]
+    return address
+
+
+def _current(frame: Frame, kind: str, name: str) -> dict[str, Any]:
+    """ALTER ROUTE / BROKER PRIORITY change only the options they name: the others as the
+    object has them now, under their T-SQL names."""
+    broker = frame.session.broker
+    if kind == "route":
+        route = next((r for r in broker.catalog.routes if r.name == name), None)
+        if route is None:
+            raise TSqlError(f"Cannot alter the route '{name}', because it does not exist or"
+                            " you do not have permission.", 15151)
+        left = None if route.expires_at is None else max(
+            route.expires_at - broker.clock.now(), 0.001)
+        return {"SERVICE_NAME": route.service_name, "ADDRESS": route.address,
+                "BROKER_INSTANCE": route.broker_instance, "LIFETIME": left}
+    p = next((p for p in broker.catalog.priorities if p.name == name), None)
+    if p is None:
+        raise TSqlError(f"Cannot alter the broker priority '{name}', because it does not exist"
+                        " or you do not have permission.", 15151)
+    return {"CONTRACT_NAME": p.contract, "LOCAL_SERVICE_NAME": p.local_service,
+            "REMOTE_SERVICE_NAME": p.remote_service, "PRIORITY_LEVEL": p.priority_level}
+
+
 def _route(frame: Frame, a: dict[str, Any]) -> None:
     opts = {k: _value(frame, v) for k, v in a["options"].items()}
-    broker: Any = frame.session.broker
+    broker = frame.session.broker
     if a.get("alter"):
+        opts = {**_current(frame, "route", a["name"]), **opts}
         broker.drop_route(a["name"])
     lifetime = opts.get("LIFETIME")
-    broker.create_route(a["name"], opts.get("SERVICE_NAME"), opts.get("ADDRESS", "LOCAL"),
+    broker.create_route(a["name"], opts.get("SERVICE_NAME"),
+                        _address(str(opts.get("ADDRESS", "LOCAL"))),
                         opts.get("BROKER_INSTANCE"),
                         None if lifetime is None else float(lifetime))
 
 
 def _priority(frame: Frame, a: dict[str, Any]) -> None:
     opts = {k: _value(frame, v) for k, v in a["options"].items()}
-    broker: Any = frame.session.broker
+    broker = frame.session.broker
     if a.get("alter"):
+        opts = {**_current(frame, "broker priority", a["name"]), **opts}
         broker.drop_broker_priority(a["name"])
     level = opts.get("PRIORITY_LEVEL", "DEFAULT")
     broker.create_broker_priority(
@@ -193,8 +240,15 @@ def _get_group(frame: Frame, a: dict[str, Any]) -> None:
     frame.session.rowcount = 0 if group is None else 1
 
 
+_KEPT = tuple(name for name in MESSAGE_COLUMNS if name in Message.__dataclass_fields__)
+_KEPT_VALUES = operator.attrgetter(*_KEPT)
+_NOT_KEPT = dict.fromkeys(name for name in MESSAGE_COLUMNS if name not in _KEPT)  # the *_id
+
+
 def _row(msg: Message) -> dict[str, Any]:
-    row = {name: getattr(msg, name, None) for name in MESSAGE_COLUMNS}
+    """A received message as RECEIVE's columns (the ids SQL Server numbers are NULL)."""
+    row = dict(zip(_KEPT, _KEPT_VALUES(msg), strict=True))
+    row.update(_NOT_KEPT)
     return row
 
 
@@ -259,30 +313,38 @@ def _column_name(item: n.SelectItem) -> str:
     return item.expr.name if isinstance(item.expr, n.Column) else ""
 
 
-def _simple(method: str, *keys: str) -> Callable[[Frame, dict[str, Any]], None]:
-    def call(frame: Frame, a: dict[str, Any]) -> None:
-        getattr(frame.session.broker, method)(*[a[k] for k in keys])
-    return call
+def _broker(call: Callable[[TSqlBroker, dict[str, Any]], None]
+            ) -> Callable[[Frame, dict[str, Any]], None]:
+    """A statement that is one call on the broker with the parsed parts."""
+    return lambda frame, a: call(frame.session.broker, a)
 
 
 VERBS: dict[str, Callable[[Frame, dict[str, Any]], None]] = {
     "CREATE MESSAGE TYPE": _message_type,
-    "CREATE CONTRACT": _simple("create_contract", "name", "message_types"),
+    "ALTER MESSAGE TYPE": lambda f, a: _message_type(f, {**a, "alter": True}),
+    "ALTER SERVICE": _alter_service,
+    "CREATE ENDPOINT": sbendpoint.create, "ALTER ENDPOINT": sbendpoint.alter,
+    "CREATE CONTRACT": _broker(lambda b, a: b.create_contract(a["name"], a["message_types"])),
     "CREATE QUEUE": _queue, "ALTER QUEUE": _alter_queue,
-    "CREATE SERVICE": _simple("create_service", "name", "queue", "contracts"),
+    "CREATE SERVICE": _broker(lambda b, a: b.create_service(a["name"], a["queue"],
+                                                            a["contracts"])),
     "CREATE ROUTE": _route, "ALTER ROUTE": lambda f, a: _route(f, {**a, "alter": True}),
     "CREATE BROKER PRIORITY": _priority,
     "ALTER BROKER PRIORITY": lambda f, a: _priority(f, {**a, "alter": True}),
-    "CREATE EVENT NOTIFICATION": _simple("create_event_notification", "name", "queue",
-                                         "event", "to_service"),
+    "CREATE EVENT NOTIFICATION": _broker(lambda b, a: b.create_event_notification(
+        a["name"], a["queue"], a["event"], a["to_service"])),
     "BEGIN DIALOG": _begin_dialog, "SEND": _send, "END CONVERSATION": _end,
     "BEGIN CONVERSATION TIMER": _timer, "MOVE CONVERSATION": _move,
     "GET CONVERSATION GROUP": _get_group, "RECEIVE": _receive,
 }
-DROPS = {"MESSAGE TYPE": "drop_message_type", "CONTRACT": "drop_contract",
-         "QUEUE": "drop_queue", "SERVICE": "drop_service", "ROUTE": "drop_route",
-         "BROKER PRIORITY": "drop_broker_priority",
-         "EVENT NOTIFICATION": "drop_event_notification"}
+DROPS: dict[str, Callable[[TSqlBroker, str], None]] = {
+    "MESSAGE TYPE": lambda b, name: b.drop_message_type(name),
+    "CONTRACT": lambda b, name: b.drop_contract(name),
+    "QUEUE": lambda b, name: b.drop_queue(name),
+    "SERVICE": lambda b, name: b.drop_service(name),
+    "ROUTE": lambda b, name: b.drop_route(name),
+    "BROKER PRIORITY": lambda b, name: b.drop_broker_priority(name),
+    "EVENT NOTIFICATION": lambda b, name: b.drop_event_notification(name)}
 
 
 def execute(frame: Frame, stmt: n.Broker) -> None:
@@ -299,11 +361,14 @@ def drop(frame: Frame, stmt: n.DropObject) -> None:
         if stmt.kind == "PROCEDURE":
             procedures.drop(frame, name, stmt.if_exists)
             continue
-        method = DROPS.get(stmt.kind)
-        if method is None:
+        if stmt.kind == "ENDPOINT":
+            sbendpoint.drop(frame, name)
+            continue
+        dropper = DROPS.get(stmt.kind)
+        if dropper is None:
             raise TSqlError(f"DROP {stmt.kind} is not supported by sbroker", 40517, 15)
         try:
-            getattr(frame.session.broker, method)(name)
+            dropper(frame.session.broker, name)
         except LookupError:
             if not stmt.if_exists:
                 raise

@@ -79,8 +79,10 @@ def _authorization(p: Parser) -> None:
 
 
 def contract(p: Parser, first: Token, action: str) -> n.Stmt:
-    if action == "ALTER":
-        raise p.unsupported("ALTER CONTRACT (SQL Server has none either)")
+    if action == "ALTER":  # SQL Server has none: a contract is dropped and created again
+        raise p.error("ALTER CONTRACT does not exist in SQL Server nor here: a contract cannot"
+                      " change; ALTER SERVICE ... (DROP CONTRACT c), DROP CONTRACT c, CREATE"
+                      " CONTRACT c (...), then ALTER SERVICE ... (ADD CONTRACT c)")
     name = p.dotted_name()
     _authorization(p)
     p.expect_op("(")
@@ -146,19 +148,83 @@ def priority(p: Parser, first: Token, action: str) -> n.Stmt:
 
 
 def endpoint(p: Parser, first: Token, action: str) -> n.Stmt:
+    """``CREATE | ALTER ENDPOINT name [STATE = ...] [AS TCP (...)] [FOR SERVICE_BROKER
+    (...)]``; the options are kept as written (sbendpoint maps them)."""
     name = p.name()
     _authorization(p)
     opts: dict[str, Any] = {}
     if p.accept_word("STATE"):
         p.expect_op("=")
-        opts["STATE"] = p.name().upper()
+        opts["STATE"] = p.expect_word("STARTED", "STOPPED", "DISABLED").upper
     if p.accept_word("AS"):
-        p.expect_word("TCP")
-        opts["TCP"] = options(p)
-    p.expect_word("FOR")
-    p.expect_word("SERVICE_BROKER")
-    opts["SERVICE_BROKER"] = options(p) if p.tok.is_op("(") else {}
+        if not p.tok.is_word("TCP"):
+            raise p.unsupported(f"ENDPOINT AS {p.tok.value.upper()}")
+        p.advance()
+        opts.update(_endpoint_options(p, _tcp_option))
+    if action == "CREATE" or p.tok.is_word("FOR"):
+        p.expect_word("FOR")
+        if not p.tok.is_word("SERVICE_BROKER"):
+            raise p.unsupported(f"ENDPOINT FOR {p.tok.value.upper()}")
+        p.advance()
+        if p.tok.is_op("("):
+            opts.update(_endpoint_options(p, _broker_option))
     return _stmt(first, f"{action} ENDPOINT", name=name, options=opts)
+
+
+def _endpoint_options(p: Parser, one: Callable[[Parser, str], Any]) -> dict[str, Any]:
+    """``(KEY = value [,] KEY = value ...)`` where ``one`` reads the value of each key."""
+    out: dict[str, Any] = {}
+    p.expect_op("(")
+    while not p.accept_op(")"):
+        key = p.name().upper()
+        p.expect_op("=")
+        out[key] = one(p, key)
+        p.accept_op(",")
+    return out
+
+
+def _tcp_option(p: Parser, key: str) -> Any:
+    if key == "LISTENER_PORT":
+        return p.expression()
+    if key != "LISTENER_IP":
+        raise p.unsupported(f"TCP option {key}")
+    if p.accept_word("ALL"):
+        return "ALL"
+    opening = p.expect_op("(")
+    if p.tok.kind is Kind.STRING:  # ("::1"): an IPv6 address
+        address = p.advance().value
+        p.expect_op(")")
+        return address
+    while not p.tok.is_op(")") and p.tok.kind is not Kind.EOF:
+        p.advance()
+    closing = p.expect_op(")")
+    return p.text[opening.end:closing.start].strip()
+
+
+def _broker_option(p: Parser, key: str) -> Any:
+    if key == "AUTHENTICATION":
+        methods: dict[str, str | None] = {}
+        while p.tok.is_word("WINDOWS", "CERTIFICATE"):
+            method = p.advance().upper
+            if method == "CERTIFICATE":
+                methods[method] = p.name()
+            else:
+                tok = p.accept_word("NTLM", "KERBEROS", "NEGOTIATE")
+                methods[method] = tok.upper if tok else None
+        if not methods:
+            raise p.error("expected WINDOWS or CERTIFICATE")
+        return methods
+    if key == "ENCRYPTION":
+        mode = p.expect_word("DISABLED", "SUPPORTED", "REQUIRED").upper
+        if p.accept_word("ALGORITHM"):
+            p.expect_word("AES", "RC4")
+            p.accept_word("AES", "RC4")
+        return mode
+    if key == "MESSAGE_FORWARDING":
+        return p.expect_word("ENABLED", "DISABLED").upper
+    if key == "MESSAGE_FORWARD_SIZE":
+        return p.expression()
+    raise p.unsupported(f"SERVICE_BROKER option {key}")
 
 
 def event_notification(p: Parser, first: Token, action: str) -> n.Stmt:

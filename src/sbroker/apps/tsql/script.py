@@ -7,12 +7,12 @@ import itertools
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from sbroker.apps.tsql import interpreter, sqlexec
+from sbroker.apps.tsql import interpreter, procedures, sqlexec
 from sbroker.apps.tsql.errors import TSqlError
 from sbroker.apps.tsql.parser import parse
+from sbroker.apps.tsql.ports import TSqlBroker
 from sbroker.apps.tsql.session import ResultSet, Session
 from sbroker.apps.tsql.tokens import Token, split_batches
-from sbroker.engine.api import BrokerAPI
 
 SCRIPT_SPIDS = 50000  # SPIDs of scripts start here within a broker session's range
 _numbers = itertools.count(1)
@@ -53,10 +53,11 @@ class BatchOutcome:
 class Runner:
     """One session running the batches of scripts."""
 
-    def __init__(self, broker: BrokerAPI, *, out: Callable[[str], None] | None = None,
+    def __init__(self, broker: TSqlBroker, *, out: Callable[[str], None] | None = None,
                  variables: Mapping[str, str] | None = None) -> None:
         spid = broker.session_id * 100000 + SCRIPT_SPIDS + next(_numbers) % 50000
         self.session = Session(broker, spid=spid, out=out)
+        procedures.sweep_table_variables(self.session)
         self.variables = dict(variables or {})
 
     def batches(self, text: str) -> Iterator[BatchOutcome]:
@@ -99,7 +100,7 @@ class Runner:
             self.session.tables.clear()
 
 
-def execute_tsql(broker: BrokerAPI, text: str, *,
+def execute_tsql(broker: TSqlBroker, text: str, *,
                  out: Callable[[str], None] | None = None,
                  variables: Mapping[str, str] | None = None) -> list[list[dict[str, object]]]:
     """Run a T-SQL script; its result sets as lists of dicts.  The first error of severity

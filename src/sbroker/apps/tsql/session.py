@@ -7,16 +7,16 @@ from __future__ import annotations
 import datetime as dt
 import threading
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
+from types import TracebackType
 from typing import Any
 
 from sbroker.apps.tsql import nodes as n
 from sbroker.apps.tsql import values
 from sbroker.apps.tsql.errors import UNDECLARED, TSqlError
-from sbroker.engine.api import BrokerAPI
+from sbroker.apps.tsql.ports import TSqlBroker
 from sbroker.engine.transaction import Transaction
 
 NO_TRANSACTION_COMMIT = 3902
@@ -34,11 +34,34 @@ class ResultSet:
         return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
 
 
+class _Work:
+    """``with session.work() as tx``: a plain context manager (every statement of a loop
+    enters one, so it is kept cheaper than a generator's)."""
+
+    __slots__ = ("own", "session")
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.own: Transaction | None = None
+
+    def __enter__(self) -> Transaction:
+        tx = self.session.tx
+        if tx is not None:
+            return tx
+        self.own = self.session.broker.transaction()
+        return self.own
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self.own is not None:
+            self.own.__exit__(exc_type, exc, tb)
+
+
 class Session:
     """What lives as long as the connection: the broker, the SPID, the explicit transaction,
     the output of PRINT and the result sets."""
 
-    def __init__(self, broker: BrokerAPI, *, spid: int,
+    def __init__(self, broker: TSqlBroker, *, spid: int,
                  out: Callable[[str], None] | None = None,
                  stopping: threading.Event | None = None,
                  received: Callable[[], None] | None = None) -> None:
@@ -56,18 +79,15 @@ class Session:
         self.nocount = False
         self.results: list[ResultSet] = []
         self.tables: list[str] = []  # tables that hold table variables, dropped on close
+        self.cursors: dict[str, Any] = {}  # GLOBAL cursors by lower-cased name
+        self.fetch_status = -1
         self._wake = threading.Condition()
 
     # -- transactions ---------------------------------------------------------------------
-    @contextmanager
-    def work(self) -> Iterator[Transaction]:
+    def work(self) -> _Work:
         """The explicit transaction when one is open; otherwise a transaction of its own
         for this statement (autocommit), committed when the statement succeeds."""
-        if self.tx is not None:
-            yield self.tx
-            return
-        with self.broker.transaction() as tx:
-            yield tx
+        return _Work(self)
 
     def begin(self) -> None:
         if self.tx is None:
@@ -135,6 +155,8 @@ class Session:
             return self.error_number
         if name == "IDENTITY":
             return self.identity
+        if name == "FETCH_STATUS":
+            return self.fetch_status
         if name == "XACT_STATE":
             return 1 if self.tx is not None else 0
         if name in ("VERSION", "SERVERNAME", "SERVICENAME"):
@@ -180,6 +202,7 @@ class Frame:
     subquery_runner: Callable[[Frame, n.Select], Any] | None = None
     exists_runner: Callable[[Frame, n.Select], bool] | None = None
     object_runner: Callable[[Frame, str], int | None] | None = None
+    cursors: dict[str, Any] = field(default_factory=dict)  # LOCAL cursors
 
     def declare(self, name: str, type_name: n.TypeName, value: Any = None) -> None:
         self.types[name] = type_name

@@ -38,8 +38,11 @@ def prepared(frame: Frame, text: str) -> tuple[Translated, dict[str, Any]]:
     queries = statements(broker, "sbroker.apps.tsql")
     text_variables = frozenset(name for name, value in frame.vars.items()
                                if isinstance(value, str))
-    done = translate(text, broker.dialect, tuple(sorted(frame.tables.items())),
-                     sys_views(queries), text_variables)
+    tables = tuple(sorted(frame.tables.items()))
+    done = translate(text, broker.dialect, tables, sys_views(queries), text_variables)
+    if done.schema_tables:  # a + of columns: concatenation if they are text
+        done = translate(text, broker.dialect, tables, sys_views(queries), text_variables,
+                         text_columns(frame, done.schema_tables))
     params = {}
     for name in done.names:
         if name.startswith("v_"):
@@ -50,6 +53,18 @@ def prepared(frame: Frame, text: str) -> tuple[Translated, dict[str, Any]]:
             value = frame.session.special(name)
         params[name] = bindable(value)
     return done, params
+
+
+def text_columns(frame: Frame, tables: tuple[str, ...]
+                 ) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The text columns of ``tables`` as the database has them now."""
+    queries = statements(frame.session.broker, "sbroker.apps.tsql")
+    out = []
+    with frame.session.work() as tx:
+        for table in tables:
+            rows = tx.execute(queries["text_columns"], {"table": table}).fetchall()
+            out.append((table, tuple(sorted(str(row[0]) for row in rows))))
+    return tuple(out)
 
 
 def run_sql(frame: Frame, text: str) -> ResultSet | None:

@@ -35,3 +35,34 @@ SELECT name, name AS message_type_name, validation FROM message_types
 
 -- name: sys_service_contracts
 SELECT DISTINCT name FROM contracts
+
+-- name: table_variable_tables
+-- The tables that hold table variables (tsql_tv_<spid>_<n>), of every session.
+SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'tsql\_tv\_%' ESCAPE '\'
+
+-- name: text_columns
+-- The columns of a table with a character type (a T-SQL + on two of them concatenates).
+SELECT lower(name) FROM pragma_table_info(:table)
+WHERE upper(type) LIKE '%CHAR%' OR upper(type) LIKE '%TEXT%' OR upper(type) LIKE '%CLOB%'
+
+-- name: sys_service_broker_endpoints
+-- The broker endpoint (SPEC §7) with SQL Server's columns: one row when there is one.
+SELECT COALESCE(options ->> '$.name', 'ServiceBrokerEndpoint') AS name, 1 AS endpoint_id,
+       'TCP' AS protocol_desc, 'SERVICE_BROKER' AS type_desc,
+       UPPER(COALESCE(options ->> '$.state', 'started')) AS state_desc,
+       options ->> '$.message_forwarding' AS is_message_forwarding_enabled,
+       options ->> '$.message_forward_size' AS message_forwarding_size,
+       'CERTIFICATE' AS connection_auth_desc,
+       CASE WHEN options ->> '$.encryption' = 'disabled' THEN 'NONE' ELSE 'AES' END
+           AS encryption_algorithm_desc
+FROM sb_net_endpoint
+
+-- name: sys_tcp_endpoints
+SELECT COALESCE(options ->> '$.name', 'ServiceBrokerEndpoint') AS name, 1 AS endpoint_id,
+       'SERVICE_BROKER' AS type_desc,
+       UPPER(COALESCE(options ->> '$.state', 'started')) AS state_desc,
+       CASE WHEN options ->> '$.port' = 0 THEN listening_port ELSE options ->> '$.port' END
+           AS port,
+       CASE WHEN options ->> '$.port' = 0 THEN 1 ELSE 0 END AS is_dynamic_port,
+       options ->> '$.host' AS ip_address
+FROM sb_net_endpoint

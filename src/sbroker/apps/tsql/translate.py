@@ -41,7 +41,8 @@ OWN_NAMES = frozenset((
 SYS_VIEWS = ("service_queues", "dm_broker_activated_tasks", "conversation_endpoints",
              "conversation_groups", "transmission_queue", "services", "routes",
              "conversation_priorities", "dm_broker_queue_monitors",
-             "service_message_types", "service_contracts")
+             "service_message_types", "service_contracts", "service_broker_endpoints",
+             "tcp_endpoints")
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,9 @@ class Translated:
     returns_rows: bool
     insert_table: str | None     # the table of an INSERT (for SCOPE_IDENTITY)
     verb: str
+    # Tables whose text columns decide whether a ``+`` of columns concatenates: translate
+    # again with their ``text_columns`` (empty when given or not needed).
+    schema_tables: tuple[str, ...] = ()
 
 
 def without_hints(text: str) -> str:
@@ -90,10 +94,12 @@ def _after_parens(tokens: list[Token], i: int) -> int:
 @functools.lru_cache(maxsize=2048)
 def translate(text: str, dialect: str, tables: tuple[tuple[str, str], ...] = (),
               sys_views: tuple[tuple[str, str], ...] = (),
-              text_variables: frozenset[str] = frozenset()) -> Translated:
+              text_variables: frozenset[str] = frozenset(),
+              text_columns: tuple[tuple[str, tuple[str, ...]], ...] = ()) -> Translated:
     """``text`` (one T-SQL statement) for ``dialect``; ``tables`` maps table variables to
     their tables, ``sys_views`` a ``sys.`` name to the SELECT that stands for it;
-    ``text_variables`` are the variables that hold text now (their ``+`` concatenates)."""
+    ``text_variables`` are the variables that hold text now, ``text_columns`` the text
+    columns of tables (a ``+`` on text concatenates)."""
     try:
         tree = sqlglot.parse_one(without_hints(text), read="tsql")
     except ParseError as exc:
@@ -106,6 +112,7 @@ def translate(text: str, dialect: str, tables: tuple[tuple[str, str], ...] = (),
     variables = dict(tables)
     views = dict(sys_views)
     target = DIALECTS[dialect]
+    texts = _TextSides(text_variables, _tables_in(tree, variables), dict(text_columns))
 
     def rewrite(node: exp.Expression) -> exp.Expression:
         if isinstance(node, exp.Table):
@@ -123,8 +130,7 @@ def translate(text: str, dialect: str, tables: tuple[tuple[str, str], ...] = (),
             return _type(node, target)
         if isinstance(node, exp.National):  # N'text': every string is Unicode here
             return exp.Literal.string(node.this)
-        if isinstance(node, exp.Add) and any(_is_text(side, text_variables) for side in
-                                             (node.this, node.expression)):
+        if isinstance(node, exp.Add) and texts.concatenates(node):
             return exp.DPipe(this=node.this.transform(rewrite),
                              expression=node.expression.transform(rewrite))
         function = _function_name(node)
@@ -147,7 +153,62 @@ def translate(text: str, dialect: str, tables: tuple[tuple[str, str], ...] = (),
     returns_rows = isinstance(tree, (exp.Select, exp.Union, exp.Except, exp.Intersect))
     verb = tree.key.upper()
     return Translated(tree.sql(dialect=target), tuple(dict.fromkeys(names)), returns_rows,
-                      insert_table, verb)
+                      insert_table, verb, tuple(sorted(texts.unknown)))
+
+
+class _TextSides:
+    """Which side of a ``+`` is text: a string literal, a variable holding text, a CAST to a
+    character type, a concatenation, or a column that is text in its table."""
+
+    def __init__(self, variables: frozenset[str], tables: dict[str, str],
+                 columns: dict[str, tuple[str, ...]]) -> None:
+        self.variables = variables
+        self.tables = tables  # name or alias in the statement -> the table's name
+        self.columns = columns
+        self.unknown: set[str] = set()  # tables whose columns were needed but not given
+
+    def concatenates(self, node: exp.Add) -> bool:
+        """T-SQL's ``+`` concatenates with a literal or text variable on a side (as before),
+        and when both sides are text."""
+        sides = (node.this, node.expression)
+        if any(_is_text(side, self.variables) for side in sides):
+            return True
+        if not all(self._text(side) for side in sides if not isinstance(side, exp.Column)):
+            return False  # a number, say: no column's type matters
+        return all([self._text(side) for side in sides])  # every column: note unknown tables
+
+    def _text(self, node: exp.Expression) -> bool:
+        if isinstance(node, exp.Cast):
+            return node.to.is_type(*exp.DataType.TEXT_TYPES)
+        if isinstance(node, exp.Add):
+            return self.concatenates(node)
+        if not isinstance(node, exp.Column):
+            return _is_text(node, self.variables)
+        qualifier = node.table.lower()
+        owners = [self.tables[qualifier]] if qualifier in self.tables else (
+            [] if qualifier else list(self.tables.values()))
+        missing = [table for table in owners if table not in self.columns]
+        self.unknown.update(missing)
+        return any(node.name.lower() in self.columns.get(table, ()) for table in owners)
+
+
+def _tables_in(tree: exp.Expr, variables: dict[str, str]) -> dict[str, str]:
+    """The user tables a statement names: name or alias (lower case) -> the table's name in
+    the database (table variables' tables, ``tsql_`` for sbroker's own names)."""
+    out: dict[str, str] = {}
+    for table in tree.find_all(exp.Table):
+        if table.db.lower() == "sys":
+            continue
+        if isinstance(table.this, exp.Parameter):
+            name = variables.get(table.this.name.lower())
+            if name is None:
+                continue
+        else:
+            name = table.name.lower()
+            name = f"tsql_{name}" if name in OWN_NAMES else name
+        out[table.alias_or_name.lower()] = name
+        out.setdefault(table.name.lower(), name)
+    return out
 
 
 def _is_text(node: exp.Expression, text_variables: frozenset[str]) -> bool:

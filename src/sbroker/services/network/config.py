@@ -14,6 +14,9 @@ from sbroker.engine.definitions import check
 from sbroker.storage.ports import Connection
 
 ENCRYPTION = ("required", "supported", "disabled")
+#: ``started`` runs the listener and transmitter when the broker starts; ``stopped`` and
+#: ``disabled`` (T-SQL's STATE = STOPPED / DISABLED) keep the endpoint defined but not run.
+STATES = ("started", "stopped", "disabled")
 #: Extra keyword options of create_endpoint / alter_endpoint (protocol and transmitter tunables).
 TUNABLES: dict[str, type] = {
     "fragment_size": int,  # bytes per fragment (default 32 KiB)
@@ -38,6 +41,8 @@ class EndpointConfig:
     message_forwarding: bool = False
     message_forward_size: int = 10  # megabytes held for forwarding at most
     tunables: dict[str, Any] = field(default_factory=dict)
+    state: str = "started"
+    name: str | None = None  # T-SQL's endpoint name (CREATE ENDPOINT name)
 
     def __post_init__(self) -> None:
         if not isinstance(self.host, str) or not self.host:
@@ -50,6 +55,9 @@ class EndpointConfig:
             raise InvalidArgumentError(
                 f"encryption {self.encryption!r}: use 'required', 'supported' or 'disabled'"
             )
+        if self.state not in STATES:
+            raise InvalidArgumentError(
+                f"endpoint state {self.state!r}: use 'started', 'stopped' or 'disabled'")
         certs = (self.certificate, self.private_key, self.ca)
         if any(certs) and not all(certs):
             raise InvalidArgumentError("certificate, private_key and ca go together")

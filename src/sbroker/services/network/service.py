@@ -156,7 +156,7 @@ class NetworkService:
             if self.transport is not None:
                 return
             cfg = self.endpoint()
-            if cfg is None:
+            if cfg is None or cfg.state != "started":
                 return
             cfg.check_startable()
             self.engine.reap(force=True)  # an owner that died gives the endpoint up

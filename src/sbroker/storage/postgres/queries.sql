@@ -232,6 +232,33 @@ VALUES (%s, %s, %s, %s, %s)
 -- name: insert_notification
 INSERT INTO sb_event_notifications(name, queue_id, event, to_service) VALUES (%s, %s, %s, %s)
 
+-- name: update_message_type
+-- ALTER MESSAGE TYPE. Params: validation, json_schema, name.
+UPDATE sb_message_types SET validation = %s, json_schema = %s WHERE name = %s
+
+-- name: service_conversation
+-- A conversation endpoint of a local service (ALTER SERVICE ON QUEUE refuses then).
+SELECT handle FROM sb_endpoints WHERE service = %s LIMIT 1
+
+-- name: update_service_queue
+-- ALTER SERVICE ... ON QUEUE. Params: queue name, service name.
+UPDATE sb_services SET queue_id = (SELECT queue_id FROM sb_queues WHERE name = %s)
+WHERE name = %s
+
+-- name: add_service_contract
+-- ALTER SERVICE ... (ADD CONTRACT). Params: contract, service name.
+INSERT INTO sb_service_contracts(service_id, contract)
+SELECT service_id, %s FROM sb_services WHERE name = %s
+
+-- name: drop_service_contract
+-- ALTER SERVICE ... (DROP CONTRACT). Params: service name, contract.
+DELETE FROM sb_service_contracts
+WHERE service_id = (SELECT service_id FROM sb_services WHERE name = %s) AND contract = %s
+
+-- name: service_has_contract
+SELECT 1 FROM sb_service_contracts c JOIN sb_services s USING (service_id)
+WHERE s.name = %s AND c.contract = %s
+
 -- ---------------------------------------------------------------------------------------
 -- Conversations at commit (engine/endpoints.py, dialogs.py, due.py)
 -- ---------------------------------------------------------------------------------------
