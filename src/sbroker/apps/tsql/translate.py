@@ -100,13 +100,7 @@ def translate(text: str, dialect: str, tables: tuple[tuple[str, str], ...] = (),
     their tables, ``sys_views`` a ``sys.`` name to the SELECT that stands for it;
     ``text_variables`` are the variables that hold text now, ``text_columns`` the text
     columns of tables (a ``+`` on text concatenates)."""
-    try:
-        tree = sqlglot.parse_one(without_hints(text), read="tsql")
-    except ParseError as exc:
-        errors = exc.errors[0] if exc.errors else {}
-        near = errors.get("highlight") or ""
-        raise TSqlSyntaxError(f"cannot translate the {text.split()[0].upper()} statement:"
-                              f" {errors.get('description', exc)} near {near!r}") from None
+    tree = _parse(text)
     names: list[str] = []
     ddl = isinstance(tree, (exp.Create, exp.Alter, exp.Drop))
     variables = dict(tables)
@@ -143,7 +137,23 @@ def translate(text: str, dialect: str, tables: tuple[tuple[str, str], ...] = (),
             node.set("include", None)
         return node
 
-    tree = tree.transform(rewrite)
+    return _translated(tree.transform(rewrite), target, names, texts)
+
+
+def _parse(text: str) -> exp.Expr:
+    """The sqlglot tree of one T-SQL statement, or a syntax error that names the statement."""
+    try:
+        return sqlglot.parse_one(without_hints(text), read="tsql")
+    except ParseError as exc:
+        errors = exc.errors[0] if exc.errors else {}
+        near = errors.get("highlight") or ""
+        raise TSqlSyntaxError(f"cannot translate the {text.split()[0].upper()} statement:"
+                              f" {errors.get('description', exc)} near {near!r}") from None
+
+
+def _translated(tree: exp.Expression, target: str, names: list[str],
+                texts: _TextSides) -> Translated:
+    """What the rewritten ``tree`` runs as on ``target``, and what the caller must know of it."""
     if isinstance(tree, exp.Update):
         _update_by_alias(tree)
     insert_table = None
@@ -151,9 +161,8 @@ def translate(text: str, dialect: str, tables: tuple[tuple[str, str], ...] = (),
         table = tree.find(exp.Table)
         insert_table = table.name if table is not None else None
     returns_rows = isinstance(tree, (exp.Select, exp.Union, exp.Except, exp.Intersect))
-    verb = tree.key.upper()
     return Translated(tree.sql(dialect=target), tuple(dict.fromkeys(names)), returns_rows,
-                      insert_table, verb, tuple(sorted(texts.unknown)))
+                      insert_table, tree.key.upper(), tuple(sorted(texts.unknown)))
 
 
 class _TextSides:
