@@ -9,11 +9,13 @@ Rules (``../shared/DESIGN.md``):
   under ``TYPE_CHECKING`` and inside functions;
 - only ``storage/sqlite/`` imports ``sqlite3``, only ``storage/postgres/`` imports psycopg;
 - no code above ``storage/`` reads a backend flag (``serial_writer``): what a backend does
-  differently is its own implementation of a port; the reads left from before are listed in
-  KNOWN_FLAG_READS, which may only shrink;
+  differently is its own implementation of a port (``storage/ports.py``), chosen when the
+  store is built; KNOWN_FLAG_READS is empty;
+- ``storage/``, ``engine/`` and ``services/`` read the time and sleep only through a clock
+  (``core/clock.py``): no ``time.monotonic()``, ``time.time()``, ``time.sleep()``,
+  ``datetime.now()`` there (real time on purpose is ``SYSTEM_CLOCK``, said so);
 - no module is over MAX_LINES lines, and no function or method over MAX_FUNCTION_LINES (from
-  its ``def`` to its end); the longer ones left from before are listed in KNOWN_LONG, which
-  may only shrink.
+  its ``def`` to its end); KNOWN_LONG is empty and must stay so.
 
 Run: ``python -m tools.archcheck`` (``-q``: only the verdict and the violations).
 """
@@ -34,18 +36,15 @@ MAX_LINES = 600
 DRIVERS = {"sqlite3": "storage/sqlite", "psycopg": "storage/postgres",
            "psycopg_pool": "storage/postgres"}
 BACKEND_FLAGS = frozenset({"serial_writer"})
-KNOWN_FLAG_READS = {  # issue 39: to go into a storage port, then off this list
-    "sbroker/engine/commit.py": 2,
-    "sbroker/engine/dialogs.py": 1,
-    "sbroker/services/network/transmitter.py": 1,
-}
+# Reads left from before a port took them (issue 39 emptied it): may only shrink, so no entry
+# may be added; a new read above storage/ is refused.
+KNOWN_FLAG_READS: dict[str, int] = {}
 STORAGE_LAYER = LAYERS.index("storage")
 MAX_FUNCTION_LINES = 60
-KNOWN_LONG = {  # issue 39: being shortened, then off this list (lines now)
-    "sbroker/engine/commit.py:apply_ops": 61,
-    "sbroker/services/network/transmitter.py:Transmitter._scan": 87,
-    "sbroker/storage/sqlite/writer.py:Writer.run": 62,
-}
+KNOWN_LONG: dict[str, int] = {}
+CLOCKED_LAYERS = {LAYERS.index(name) for name in ("storage", "engine", "services")}
+TIME_READS = {"time": {"time", "monotonic", "sleep", "perf_counter", "time_ns", "monotonic_ns"},
+              "datetime": {"now", "utcnow", "today"}}
 
 
 def module_name(path: Path, package: Path = PACKAGE) -> str:
@@ -97,6 +96,24 @@ def flag_reads(path: Path) -> int:
     tree = ast.parse(path.read_text("utf-8"), str(path))
     return sum(isinstance(node, ast.Attribute) and node.attr in BACKEND_FLAGS
                for node in ast.walk(tree))
+
+
+def time_reads(path: Path) -> list[int]:
+    """Lines that read the time or sleep without a clock: ``time.monotonic()``,
+    ``datetime.datetime.now()``, ``from time import sleep``..."""
+    tree = ast.parse(path.read_text("utf-8"), str(path))
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            base = node.value
+            name = base.id if isinstance(base, ast.Name) else \
+                base.attr if isinstance(base, ast.Attribute) else ""
+            if node.attr in TIME_READS.get(name, ()):
+                lines.append(node.lineno)
+        elif isinstance(node, ast.ImportFrom) and node.module in TIME_READS and any(
+                alias.name in TIME_READS[node.module] for alias in node.names):
+            lines.append(node.lineno)
+    return lines
 
 
 def _flag_problem(rel: Path, reads: int) -> str | None:
@@ -210,6 +227,10 @@ def check(verbose: bool = True, package: Path = PACKAGE) -> list[str]:
             flagged = _flag_problem(rel, flag_reads(path))
             if flagged is not None:
                 problems.append(flagged)
+        if layer_of(module) in CLOCKED_LAYERS:
+            problems += [f"{rel}:{line}: reads the time or sleeps without a clock (take a "
+                         "core.clock.Clock; SYSTEM_CLOCK for real time on purpose)"
+                         for line in time_reads(path)]
         for target, line in imports(path, module, module in packages, files):
             top = target.split(".")[0]
             if top in DRIVERS and not str(rel.parent).startswith(

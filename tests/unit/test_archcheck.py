@@ -59,6 +59,26 @@ def test_sbroker_keeps_the_rules() -> None:
     assert archcheck.check(verbose=False) == []
 
 
+@pytest.mark.parametrize("read", [
+    "import time\ndef f():\n    return time.monotonic()\n",
+    "import time\ndef f():\n    time.sleep(1)\n",
+    "from time import sleep\n",
+    "import datetime\ndef f():\n    return datetime.datetime.now()\n",
+    "from datetime import datetime\ndef f():\n    return datetime.now()\n",
+])
+def test_reading_the_time_without_a_clock_is_refused_in_the_layers_that_have_one(
+        tmp_path: Path, read: str) -> None:
+    package = _package(tmp_path, {
+        "core/__init__.py": "", "core/clock.py": "import time\nNOW = time.time\n",
+        "engine/timed.py": read,
+        "engine/clocked.py": "def f(clock):\n    clock.sleep(1)\n    return clock.monotonic()\n",
+    })
+    problems = archcheck.check(verbose=False, package=package)
+    assert len(problems) == 1
+    assert problems[0].startswith("pkg/engine/timed.py:")
+    assert "reads the time or sleeps without a clock" in problems[0]
+
+
 def test_reading_a_backend_flag_above_storage_is_refused(tmp_path: Path) -> None:
     package = _package(tmp_path, {
         "storage/__init__.py": "",

@@ -49,11 +49,11 @@ def test_every_backend_defines_the_same_engine_statements() -> None:
     assert sorted(postgres - sqlite - CONCURRENT_WRITERS_ONLY) == []
 
 
-# A single writer numbers a direct SEND in a statement of its own (dialogs.send_direct); on
-# PostgreSQL send_direct numbers it too, under the conversation's lock.
+# A single writer numbers a direct SEND in a statement of its own (storage/sqlite/sends.py);
+# on PostgreSQL send_direct numbers it too, under the conversation's lock.
 SERIAL_WRITER_ONLY = {"bump_send_seq"}
-# A commit's many SENDs in one statement whose answer comes with COMMIT (commit.apply_ops):
-# a single writer numbers them in memory instead.
+# A commit's many SENDs in one statement whose answer comes with COMMIT
+# (storage/postgres/sends.py): a single writer numbers them in memory instead.
 CONCURRENT_WRITERS_ONLY = {"send_direct_many"}
 
 

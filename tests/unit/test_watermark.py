@@ -3,8 +3,8 @@ read is held for a while, as a commit that may still come (services/network/wate
 
 from __future__ import annotations
 
-from sbroker.services.network import watermark
-from sbroker.services.network.watermark import GAP_SECONDS, Watermark
+from sbroker.storage import watermark
+from sbroker.storage.watermark import GAP_SECONDS, Watermark
 
 
 class Clock:

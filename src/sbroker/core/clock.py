@@ -23,6 +23,10 @@ class Clock(Protocol):
         """Wait on ``cond`` (held by the caller) until notified or ``deadline`` passes."""
         ...
 
+    def sleep(self, seconds: float) -> None:
+        """Pause the calling thread for ``seconds`` of this clock's time."""
+        ...
+
 
 class SystemClock:
     """Wall-clock time; waits are real."""
@@ -40,6 +44,9 @@ class SystemClock:
         remaining = deadline - time.time()
         if remaining > 0:
             cond.wait(remaining)
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
 
 
 class FakeClock:
@@ -65,6 +72,14 @@ class FakeClock:
             if deadline is not None and self._now >= deadline:
                 return
         cond.wait()
+
+    def sleep(self, seconds: float) -> None:
+        """Return once :meth:`advance` has moved time ``seconds`` on (at once for none)."""
+        cond = threading.Condition()
+        with cond:
+            deadline = self.now() + seconds
+            while self.now() < deadline:
+                self.wait(cond, deadline)
 
     def advance(self, seconds: float) -> None:
         """Move time forward and wake everything waiting on this clock."""

@@ -1,15 +1,18 @@
-"""COMMIT's work inside the store's write transaction: apply the recorded operations in
-order (SENDs through the dialog layer's fast path, the rest one by one)."""
+"""COMMIT's work inside the store's write transaction: SENDs straight into conversing local
+peers' queues through the backend's send path, or else the recorded operations in order
+(SENDs numbered in memory where they can be, the rest one by one)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from sbroker.core.errors import CommitConflictError, ContractViolationError
 from sbroker.engine import catalog, dialogs
 from sbroker.engine.catalog import CatalogCache
-from sbroker.engine.endpoints import Context, Endpoint, insert_endpoint, load_endpoint
+from sbroker.engine.endpoints import Context, Endpoint, Sending, insert_endpoint, load_endpoint
 from sbroker.engine.ops import Begin, End, Move, Op, Send, Timer
+from sbroker.storage.ports import Direct, SendPath
 
 
 def senders(ops: list[Op], eps: dict[str, Endpoint]) -> dict[str, int]:
@@ -36,30 +39,82 @@ def conversations(ops: list[Op], eps: dict[str, Endpoint]) -> list[str]:
     return sorted(out)
 
 
-def apply_ops(catalogs: CatalogCache, ctx: Context, ops: list[Op], eps: dict[str, Endpoint],
-              sent: dict[str, int]) -> None:
-    """Apply ``ops`` on ``ctx.conn`` (inside the commit's write transaction).
+class Commit:
+    """One broker transaction's COMMIT work, run inside the store's write transaction (and
+    once more the ordinary way when a direct SEND whose answer came with COMMIT wrote
+    nothing: see :meth:`wrote_nothing`).
 
-    First the conversations they change are locked (``lock_conversations``): on PostgreSQL
-    commits of many hosts run at once, and two must not read and write one conversation's
-    sequence numbers and state at the same time; SQLite's single writer makes that a no-op.
-    Every read below comes after the lock, so it sees what the previous holder committed.
-    The catalog version comes with the lock: DDL since the statements ran rechecks them."""
-    conn = ctx.conn
-    if len(ops) == 1 and type(ops[0]) is Send and len(ops[0].handles) == 1:
-        if (conn.serial_writer or ctx.alone) and dialogs.send_direct(ctx, ops[0], eps):
-            # One SEND straight into a conversing local peer's queue, checked in SQL (the
-            # catalog version included), in one statement that also locks the conversation
-            # where commits run at once (PostgreSQL).
+    There is one path: SENDs that may go straight into conversing local peers' queues are
+    offered to the backend's send path (``storage/ports.py`` SendPath), which takes them or
+    not; otherwise the conversations are locked, the catalog checked, and every operation
+    applied in order (:func:`apply_ops`)."""
+
+    def __init__(self, catalogs: CatalogCache, path: SendPath, ops: list[Op],
+                 eps: dict[str, Endpoint], *, alone: bool) -> None:
+        self._catalogs = catalogs
+        self._path = path
+        self._ops = ops
+        self._eps = eps
+        self.alone = alone  # the commit does nothing but its SENDs
+        self._sent = senders(ops, eps)
+        self._count = sum(len(op.handles) for op in ops if type(op) is Send) \
+            if self._sent else 0
+        self._answer: Callable[[], bool] | None = None
+        self._direct: list[Direct] = []
+
+    def apply(self, ctx: Context) -> None:
+        """Apply the operations on ``ctx.conn`` (inside the commit's write transaction)."""
+        self._answer = None
+        ctx.sending = Sending(learn=self._path.learn)
+        if self._count and self._path.takes(self._count, self.alone) and self._send_direct(ctx):
             return
-    elif ctx.alone and sent and not conn.serial_writer \
-            and dialogs.send_direct_many(ctx, ops, eps):
-        # Many SENDs the same way, in one statement (a single writer numbers them in memory
-        # below instead, with no conversation to lock).
-        return
+        lock_and_check(self._catalogs, ctx, self._ops, self._eps, self._sent)
+        apply_ops(ctx, self._ops, self._eps)
+
+    def _send_direct(self, ctx: Context) -> bool:
+        """The commit's SENDs straight into their peers' queues, in the backend's statement
+        (which checks both ends still converse and the catalog is the one checked); False,
+        with nothing written, when they go the ordinary way."""
+        direct = dialogs.direct_sends(ctx, self._path, self._ops, self._eps)
+        if direct is None:
+            return False
+        verdict = self._path.send(ctx.conn, direct, ctx.now, ctx.catalog.version, self.alone)
+        if verdict is False:
+            self._forget(direct)
+            return False
+        if verdict is not True:
+            self._answer, self._direct = verdict, direct
+        ctx.ready_queues.update(d.peer_queue for d in direct)
+        return True
+
+    def wrote_nothing(self) -> bool:
+        """After COMMIT: whether a direct SEND answered with COMMIT wrote nothing (its
+        conversation changed since it was last seen).  Then the commit must be made again,
+        the ordinary way: its peers are forgotten and it no longer counts as alone."""
+        answer, self._answer = self._answer, None
+        if answer is None or answer():
+            return False
+        self._forget(self._direct)
+        self.alone = False
+        return True
+
+    def _forget(self, direct: list[Direct]) -> None:
+        for d in direct:
+            self._path.forget(d.handle)
+
+
+def lock_and_check(catalogs: CatalogCache, ctx: Context, ops: list[Op],
+                   eps: dict[str, Endpoint], sent: dict[str, int]) -> None:
+    """Lock the conversations ``ops`` change (``lock_conversations``), read the senders'
+    rows ahead (``sent``) and check the catalog version.
+
+    On PostgreSQL commits of many hosts run at once, and two must not read and write one
+    conversation's sequence numbers and state at the same time; under SQLite's single
+    writer the statement locks nothing. Every read after it sees what the previous holder
+    committed. The catalog version comes with the lock (on PostgreSQL the lock, the
+    prefetch and BEGIN go in one round trip): DDL since the statements ran rechecks them."""
+    conn = ctx.conn
     changed = conversations(ops, eps)
-    # The lock's row is the catalog version, read after the senders' prefetch was sent: on
-    # PostgreSQL the lock, the prefetch and BEGIN go in one round trip.
     lock = conn.execute(conn.sql.lock_conversations, (conn.ids(changed),)) if changed else None
     if sent:
         dialogs.prefetch_senders(ctx, sent)
@@ -76,6 +131,11 @@ def apply_ops(catalogs: CatalogCache, ctx: Context, ops: list[Op], eps: dict[str
         _recheck_sends(ctx, ops, eps)
         if sent:
             dialogs.prefetch_senders(ctx, sent)
+
+
+def apply_ops(ctx: Context, ops: list[Op], eps: dict[str, Endpoint]) -> None:
+    """Apply ``ops`` in order on ``ctx.conn``, after :func:`lock_and_check`."""
+    conn = ctx.conn
     send = dialogs.send_user_message
     for op in ops:
         if type(op) is Send:  # the common case first, unpacked as the tuple it is

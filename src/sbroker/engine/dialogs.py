@@ -1,15 +1,14 @@
 """What a committing transaction does to conversations, inside one short write transaction:
-number and deliver messages (the SEND path, with its fast path for conversing local peers),
+number and deliver messages (the SEND path: in memory for conversing local peers, or straight
+into their queues through the backend's send path),
 create target endpoints, end and close endpoints.  Routing to another instance leaves the
 message in the transmission queue for the transmitter."""
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import fields
 
 from sbroker.core import messages as m
-from sbroker.core.catalog import MessageType
 from sbroker.core.conversation import SENDABLE, Effect, Event, State, transition
 from sbroker.core.errors import CommitConflictError
 from sbroker.core.priority import match_priority
@@ -32,10 +31,9 @@ from sbroker.engine.endpoints import (
     save_state,
 )
 from sbroker.engine.ops import Op, Send
+from sbroker.storage.ports import Direct, SendPath
 
 _N_FIELDS = len(fields(Endpoint))
-
-PEERS_KEPT = 10_000  # conversations remembered for send_direct (the oldest go first)
 
 _PEER_HANDLE = _N_FIELDS + 2  # the peer's handle in a _SENDER row
 
@@ -70,8 +68,9 @@ def prefetch_senders(ctx: Context, senders: dict[str, int]) -> None:
     A prefetched row is used once, and only while neither its endpoint nor its peer has been
     touched by this commit (send_user_message checks); otherwise the row is read again.
     """
-    ctx.ready.clear()
-    ctx.pre = {}
+    sending = ctx.sending
+    sending.ready.clear()
+    sending.pre = {}
     if not senders:
         return
     whole = dict.fromkeys(senders)
@@ -85,123 +84,59 @@ def prefetch_senders(ctx: Context, senders: dict[str, int]) -> None:
         if ok is None:
             ok = direct[key] = _direct(ctx, *key)
         if ok:
-            ctx.ready[row[0]] = row
+            sending.ready[row[0]] = row
             del whole[row[0]]
     if len(whole) > 1:
         rows = ctx.conn.query_all(sql.senders, (ctx.conn.ids(whole),))
-        ctx.pre = {row[1]: row for row in rows}
+        sending.pre = {row[1]: row for row in rows}
 
-def _direct_sender(ctx: Context, handle: str, mtype: str, body: bytes,
-                   eps: dict[str, Endpoint]
-                   ) -> tuple[Endpoint, tuple[int, int], MessageType] | None:
-    """The sender, its learned peer (rowid, queue) and the message type, when a SEND of
-    ``mtype`` on ``handle`` may go straight into the peer's queue as far as this process
-    knows (the statement checks the rest in the database); else None."""
-    peer = ctx.peers.get(handle)
-    ep = eps.get(handle)
-    if peer is None or ep is None or ep.conv_order is None or mtype in m.SYSTEM_MESSAGE_TYPES:
-        return None
-    mt = ctx.catalog.message_types.get(mtype)
-    if mt is None or mt.check(body) is not None or not _direct(
-            ctx, ep.queue_id, ep.far_service, ep.far_broker_instance):
-        return None
-    return ep, peer, mt
-
-def send_direct(ctx: Context, op: Send, eps: dict[str, Endpoint]) -> bool:
-    """A commit's only SEND, on one conversation whose local peer conversed at its last
-    commit: one statement puts the message in the peer's queue if the database agrees (both
-    ends conversing, nothing waiting in the transmission queue, the catalog this commit
-    checked against still current).  False, with nothing written, when it does not: the
-    ordinary path then decides.
-
-    Under a single writer (SQLite) the statement is an INSERT ... SELECT whose row count is
-    known at once, then one UPDATE numbers the next by rowid.  Elsewhere (PostgreSQL) a
-    function also locks the conversation and numbers the next, and its answer comes with
-    COMMIT in the same round trip: only a commit that does nothing else takes this path
-    (``ctx.alone``), and :attr:`Context.direct` tells the caller to commit again the
-    ordinary way if the database wrote nothing."""
-    handles, mtype, body = op
-    if len(handles) != 1:
-        return False
-    handle = handles[0]
-    found = _direct_sender(ctx, handle, mtype, body, eps)
-    if found is None:
-        return False
-    ep, peer, mt = found
-    conn = ctx.conn
-    sql = conn.sql
-    done = conn.execute(sql.send_direct, (
-        mtype, mt.validation_code, body, m.new_id(), ctx.now, ep.conv_order, handle, peer[0],
-        ctx.catalog.version))
-    if not conn.serial_writer:
-        ctx.direct = ([handle], done)
-    elif done.rowcount != 1:
-        ctx.peers.pop(handle, None)
-        return False
-    else:
-        conn.execute(sql.bump_send_seq, (ep.conv_order,))
-    ctx.ready_queues.add(peer[1])
-    return True
-
-def send_direct_many(ctx: Context, ops: list[Op], eps: dict[str, Endpoint]) -> bool:
-    """A commit of SENDs only, alone in its transaction (``ctx.alone``), on conversations
-    whose local peers conversed at their last commit, where the database's answer comes with
-    COMMIT (PostgreSQL): one statement locks the conversations, checks them all, and puts
-    every message in its peer's queue numbered in order, or writes nothing (then
-    :attr:`Context.direct` has the caller commit again the ordinary way).  False, with
-    nothing sent, when this process already knows one of them cannot go so."""
-    rows: list[list[object]] = []
-    bodies: list[bytes] = []
-    queues: set[int] = set()
-    handles: list[str] = []
-    offset = 1
+def direct_sends(ctx: Context, path: SendPath, ops: list[Op], eps: dict[str, Endpoint]
+                 ) -> list[Direct] | None:
+    """A commit of SENDs only, each on a conversation whose local peer conversed at its last
+    commit (as ``path`` remembers) and with a message this catalog accepts: what the
+    backend's send path is asked to put straight into the peers' queues.  None when this
+    process already knows one of them cannot go so (the ordinary path then decides)."""
+    out: list[Direct] = []
     for op in ops:
         if type(op) is not Send:
-            return False
+            return None
+        mtype, body = op.message_type, op.body
+        if mtype in m.SYSTEM_MESSAGE_TYPES:
+            return None
+        mt = ctx.catalog.message_types.get(mtype)
+        if mt is None or mt.check(body) is not None:
+            return None
         for handle in op.handles:
-            found = _direct_sender(ctx, handle, op.message_type, op.body, eps)
-            if found is None:
-                return False
-            ep, peer, mt = found
-            rows.append([ep.conv_order, peer[0], op.message_type, mt.validation_code,
-                         m.new_id(), offset, len(op.body)])
-            bodies.append(op.body)
-            offset += len(op.body)
-            queues.add(peer[1])
-            handles.append(handle)
-    conn = ctx.conn
-    ctx.direct = (handles, conn.execute(conn.sql.send_direct_many, (
-        conn.ids(rows), b"".join(bodies), ctx.now, ctx.catalog.version)))
-    ctx.ready_queues.update(queues)
-    return True
-
-def _learn_peer(ctx: Context, handle: str, peer_order: int, peer_queue: int) -> None:
-    """Remember that ``handle``'s local peer converses: the next SEND may go direct (a hint,
-    which send_direct's statement checks)."""
-    peers = ctx.peers
-    if handle not in peers and len(peers) >= PEERS_KEPT:
-        with contextlib.suppress(StopIteration, KeyError, RuntimeError):
-            del peers[next(iter(peers))]
-    peers[handle] = (peer_order, peer_queue)
+            peer = path.peer(handle)
+            ep = eps.get(handle)
+            if peer is None or ep is None or ep.conv_order is None or not _direct(
+                    ctx, ep.queue_id, ep.far_service, ep.far_broker_instance):
+                return None
+            out.append(Direct(ep.conv_order, handle, peer[0], peer[1], mtype,
+                              mt.validation_code, body, m.new_id()))
+    return out
 
 def _is_touched(ctx: Context, handle: str, peer: object) -> bool:
     """Whether this commit changed the endpoint or its peer since their row was read."""
-    return (handle in ctx.touched or handle in ctx.changed or peer in ctx.touched
+    touched = ctx.sending.touched
+    return (handle in touched or handle in ctx.changed or peer in touched
             or peer in ctx.changed)
 
 def _take_ready(ctx: Context, handle: str) -> Fast | None:
     """The fast path's entry for a first message on a conversation read by prefetch_senders."""
-    row = ctx.ready.pop(handle, None)
+    sending = ctx.sending
+    row = sending.ready.pop(handle, None)
     if row is None or _is_touched(ctx, handle, row[8]):
         return None
-    ctx.touched.add(handle)
-    ctx.touched.add(row[8])
-    fast = ctx.fast[handle] = Fast(row[2], row[2], row[1], row[6:])
-    _learn_peer(ctx, handle, row[9], row[6])
+    sending.touched.add(handle)
+    sending.touched.add(row[8])
+    fast = sending.fast[handle] = Fast(row[2], row[2], row[1], row[6:])
+    sending.learn(handle, row[9], row[6])
     return fast
 
 def _read_sender(ctx: Context, handle: str) -> tuple[object, ...] | None:
-    row = ctx.pre.pop(handle, None) if ctx.pre else None
+    pre = ctx.sending.pre
+    row = pre.pop(handle, None) if pre else None
     if row is not None and _is_touched(ctx, handle, row[_PEER_HANDLE]):
         row = None  # this commit changed it since it was read
     if row is None:
@@ -211,37 +146,70 @@ def _read_sender(ctx: Context, handle: str) -> tuple[object, ...] | None:
 
 def _write_seqs(ctx: Context) -> None:
     """Store the send_seq numbers kept in memory (ordinary path and fast path)."""
-    for handle, fast in ctx.fast.items():
+    sending = ctx.sending
+    for handle, fast in sending.fast.items():
         if fast.seq != fast.written:
-            ctx.seqs[handle] = (fast.seq, fast.conv_order)
+            sending.seqs[handle] = (fast.seq, fast.conv_order)
             fast.written = fast.seq
-    if ctx.seqs:
-        ctx.conn.executemany(ctx.conn.sql.set_send_seq, list(ctx.seqs.values()))
-        ctx.seqs.clear()
+    if sending.seqs:
+        ctx.conn.executemany(ctx.conn.sql.set_send_seq, list(sending.seqs.values()))
+        sending.seqs.clear()
+
+def _send_fast(ctx: Context, fast: Fast, mtype: str, body: bytes) -> bool:
+    """Number the message in memory and batch its queue row; False (nothing done) when its
+    body is invalid: the ordinary path then produces the Error."""
+    mt = ctx.catalog.message_types.get(mtype)
+    if mt is None or mt.check(body) is not None:
+        return False
+    queue_id, group_id, peer, conv_order, priority, service, contract = fast.peer
+    ctx.rows.append((
+        queue_id, group_id, peer, conv_order, fast.seq, 1, priority, 0, mtype,
+        mt.validation_code, body, m.new_id(), service, contract, ctx.now,
+    ))
+    fast.seq += 1
+    ctx.ready_queues.add(queue_id)
+    return True
 
 def send_user_message(ctx: Context, handle: str, mtype: str, body: bytes) -> None:
     """SEND at commit: allocate the sequence number and move SO/SI to CO in one statement.
 
     A message that goes straight into a local peer's queue (both ends in CO) is numbered in
     memory and inserted in one ``executemany`` at :func:`flush` with the others — the peer
-    cannot change meanwhile: we hold the writer.  Such a conversation is known after one
-    message went the ordinary way, or from its first message when prefetch_senders read it.
+    cannot change meanwhile: the commit holds the writer or the conversation's lock.  Such a
+    conversation is known after one message went the ordinary way, or from its first
+    message when prefetch_senders read it.
     """
-    fast = ctx.fast.get(handle)
-    if fast is None and ctx.ready and mtype not in m.SYSTEM_MESSAGE_TYPES:
+    sending = ctx.sending
+    fast = sending.fast.get(handle)
+    if fast is None and sending.ready and mtype not in m.SYSTEM_MESSAGE_TYPES:
         fast = _take_ready(ctx, handle)
     if fast is not None:
-        mt = ctx.catalog.message_types.get(mtype)
-        if mt is not None and mt.check(body) is None:
-            queue_id, group_id, peer, conv_order, priority, service, contract = fast.peer
-            ctx.rows.append((
-                queue_id, group_id, peer, conv_order, fast.seq, 1, priority, 0, mtype,
-                mt.validation_code, body, m.new_id(), service, contract, ctx.now,
-            ))
-            fast.seq += 1
-            ctx.ready_queues.add(queue_id)
+        if _send_fast(ctx, fast, mtype, body):
             return
-        flush(ctx)  # an invalid body: the ordinary path produces the Error
+        flush(ctx)
+    ep, prefetched = _sender(ctx, handle)
+    msn = ep.send_seq
+    ep.send_seq += 1
+    if ep.state == _CO:
+        sending.seqs[handle] = (ep.send_seq, ep.conv_order)  # written by flush, with the others
+    else:
+        ep.state = _CO
+        save_state(ctx, ep)
+    sending.last_peer = None
+    _route(ctx, ep, msn, mtype, body, prefetched=prefetched)
+    last = sending.last_peer
+    if last is not None and last.state == _CO:
+        queue = ctx.catalog.queues_by_id.get(ep.queue_id)
+        if queue is not None and not queue.retention and ep.conv_order is not None:
+            sending.fast[handle] = Fast(ep.send_seq, ep.send_seq, ep.conv_order, (
+                last.queue_id, last.group_id, last.handle, last.conv_order, last.priority,
+                last.service, last.contract))
+            if last.conv_order is not None:
+                sending.learn(handle, last.conv_order, last.queue_id)
+
+def _sender(ctx: Context, handle: str) -> tuple[Endpoint, tuple[bool, Endpoint | None]]:
+    """The sending endpoint as it is now (SEND must still be allowed), and what its row
+    brought along: whether messages wait in the transmission queue, and its local peer."""
     row = _read_sender(ctx, handle)
     if row is None:
         raise CommitConflictError(
@@ -254,29 +222,12 @@ def send_user_message(ctx: Context, handle: str, mtype: str, body: bytes) -> Non
             f"the conversation {handle} changed to state {ep.state} before COMMIT;"
             " SEND is no longer allowed", 8429,
         )
-    msn = ep.send_seq
-    ep.send_seq += 1
-    if ep.state == _CO:
-        ctx.seqs[handle] = (ep.send_seq, ep.conv_order)  # written by flush, with the others
-    else:
-        ep.state = _CO
-        save_state(ctx, ep)
-    ctx.touched.add(handle)
+    touched = ctx.sending.touched
+    touched.add(handle)
     peer_row = row[_N_FIELDS + 1:]
     if peer_row[0] is not None:
-        ctx.touched.add(str(peer_row[1]))
-    prefetched = (bool(row[_N_FIELDS]), from_row(peer_row) if peer_row[0] is not None else None)
-    ctx.last_peer = None
-    _route(ctx, ep, msn, mtype, body, prefetched=prefetched)
-    last = ctx.last_peer
-    if last is not None and last.state == _CO:
-        queue = ctx.catalog.queues_by_id.get(ep.queue_id)
-        if queue is not None and not queue.retention and ep.conv_order is not None:
-            ctx.fast[handle] = Fast(ep.send_seq, ep.send_seq, ep.conv_order, (
-                last.queue_id, last.group_id, last.handle, last.conv_order, last.priority,
-                last.service, last.contract))
-            if last.conv_order is not None:
-                _learn_peer(ctx, handle, last.conv_order, last.queue_id)
+        touched.add(str(peer_row[1]))
+    return ep, (bool(row[_N_FIELDS]), from_row(peer_row) if peer_row[0] is not None else None)
 
 def flush(ctx: Context) -> None:
     """Write what the SEND fast path kept in memory: message rows and sequence numbers."""
@@ -284,7 +235,7 @@ def flush(ctx: Context) -> None:
         ctx.conn.executemany(ctx.conn.sql.insert_message, ctx.rows)
         ctx.rows.clear()
     _write_seqs(ctx)
-    ctx.fast.clear()
+    ctx.sending.fast.clear()
 
 _UNLOADED = object()
 
@@ -393,7 +344,7 @@ def deliver_local(
         user = mtype not in m.SYSTEM_MESSAGE_TYPES
         enqueue(ctx, peer, msn, mtype, body, message_id, defer=user)
         if user:
-            ctx.last_peer = peer
+            ctx.sending.last_peer = peer
     if Effect.CLOSE in effects:
         close(ctx, peer)
     return None

@@ -5,11 +5,12 @@ lives)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import astuple, dataclass, field
 from typing import Any
 
 from sbroker.core.catalog import Catalog
-from sbroker.storage.ports import Connection, Cursor
+from sbroker.storage.ports import Connection
 
 ANTI_REPLAY_SECONDS = 30 * 60
 
@@ -74,9 +75,32 @@ class Fast:
         self.conv_order = conv_order
         self.peer = peer
 
+def _no_peer(handle: str, peer: int, peer_queue: int) -> None:
+    """Where a commit without a send path puts the local peers it sees conversing."""
+
+
+@dataclass
+class Sending:
+    """What one commit's SENDs keep while they are applied (see dialogs.send_user_message):
+    conversations numbered in memory (``fast``), sender rows read in one statement
+    (``ready``: conversations the fast path can take from their first message; ``pre``: the
+    others, whole), the endpoints the commit touched since, send_seq writes kept for flush,
+    the peer the last delivery went to, and where a peer seen conversing is told (the
+    backend's send path remembers it for the next commit's direct SEND)."""
+
+    fast: dict[str, Fast] = field(default_factory=dict)
+    ready: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    pre: dict[str, tuple[object, ...]] = field(default_factory=dict)
+    touched: set[str] = field(default_factory=set)
+    seqs: dict[str, tuple[int, int | None]] = field(default_factory=dict)  # (seq, rowid)
+    last_peer: Endpoint | None = None
+    learn: Callable[[str, int, int], None] = _no_peer
+
+
 @dataclass
 class Context:
-    """Everything commit-time code needs; collects the queues that got ready messages."""
+    """Everything commit-time code needs; collects the queues that got ready messages, the
+    endpoints whose state changed or left, and message rows batched until flush."""
 
     conn: Connection
     catalog: Catalog
@@ -84,27 +108,9 @@ class Context:
     anti_replay: float = ANTI_REPLAY_SECONDS
     ready_queues: set[int] = field(default_factory=set)
     tq_changed: bool = False
-    # SENDs numbered in memory (see send_user_message), per sender handle.
-    fast: dict[str, Fast] = field(default_factory=dict)
     rows: list[tuple[object, ...]] = field(default_factory=list)
-    last_peer: Endpoint | None = None
-    changed: set[str] = field(default_factory=set)  # endpoints whose state changed or left
-    # Many SENDs in one commit (see prefetch_senders): sender rows read in one statement
-    # (``ready``: conversations the fast path can take from their first message; ``pre``:
-    # the others, whole), the endpoints the commit has touched since, and send_seq writes
-    # kept for flush.
-    ready: dict[str, tuple[Any, ...]] = field(default_factory=dict)
-    pre: dict[str, tuple[object, ...]] = field(default_factory=dict)
-    touched: set[str] = field(default_factory=set)
-    seqs: dict[str, tuple[int, int | None]] = field(default_factory=dict)  # (seq, rowid)
-    # Conversations whose local peer was last seen conversing: sender handle -> the peer's
-    # (rowid, queue). A SEND on one goes straight in (dialogs.send_direct); the engine's.
-    peers: dict[str, tuple[int, int]] = field(default_factory=dict)
-    # The commit does nothing but its SENDs (no RECEIVE, lock or application statement), so a
-    # backend that learns the outcome of a direct SEND only with COMMIT may try one; the
-    # handles and cursor of the one it tried (dialogs.send_direct, send_direct_many).
-    alone: bool = False
-    direct: tuple[list[str], Cursor] | None = None
+    changed: set[str] = field(default_factory=set)
+    sending: Sending = field(default_factory=Sending)
 
 def insert_endpoint(ctx: Context, ep: Endpoint) -> None:
     row = ctx.conn.query_one(ctx.conn.sql.insert_endpoint, astuple(ep)[1:])

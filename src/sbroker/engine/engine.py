@@ -48,8 +48,6 @@ class Engine:
         self.closed = False
         # Endpoint snapshots (their fields) for statement-time checks of SEND: COMMIT re-checks.
         self.endpoint_cache: dict[str, tuple[Any, ...]] = {}
-        # Senders whose local peer conversed at their last commit (see dialogs.send_direct).
-        self.direct_peers: dict[str, tuple[int, int]] = {}
         self.session_id = store.liveness.register(clock.now())
         self.on_timers: Callable[[], None] = lambda: None  # the timer service's wake-up
         self.abandoned = Abandoned(self)
@@ -109,7 +107,7 @@ class Engine:
     def forget_endpoints(self, handles: Iterable[str]) -> None:
         for handle in handles:
             self.endpoint_cache.pop(handle, None)
-            self.direct_peers.pop(handle, None)
+            self.store.sends.forget(handle)
 
     # -- after a commit or a rollback ---------------------------------------------------------
     def after_commit(self, ready_queues: set[int], released: set[int] | bool,

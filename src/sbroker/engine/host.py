@@ -30,7 +30,6 @@ class Host(Protocol):
     notifier: Notifier
     abandoned: Abandoned
     endpoint_cache: dict[str, tuple[Any, ...]]
-    direct_peers: dict[str, tuple[int, int]]
 
     def catalog(self, conn: Connection | None = None, *, max_age: float = 0.0) -> Catalog: ...
 

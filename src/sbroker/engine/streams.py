@@ -38,8 +38,6 @@ import contextlib
 import heapq
 import itertools
 import json
-import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -224,17 +222,17 @@ class StreamSource:
     def claim(self, *, wait: float = CLAIM_WAIT) -> None:
         """Take the queue for this reader; QueueStreamedError if another reader keeps it for
         ``wait`` seconds."""
-        deadline = time.monotonic() + wait
-        pause = threading.Event()
+        clock = self.broker.db.clock  # the store's: another process's claim is real time
+        deadline = clock.monotonic() + wait
         while True:
             _reap(self.broker)
             problem = self._try_claim()
             if problem is None:
                 self.claimed = True
                 return
-            if time.monotonic() >= deadline:
+            if clock.monotonic() >= deadline:
                 raise QueueStreamedError(problem)
-            pause.wait(CLAIM_POLL)  # another process must go first: nothing to wait on here
+            clock.sleep(CLAIM_POLL)  # another process must go first: nothing to wait on here
 
     def _try_claim(self) -> str | None:
         """None once claimed, else why not."""

@@ -33,7 +33,7 @@ from sbroker.core.errors import (
 from sbroker.core.priority import match_priority
 from sbroker.engine import dialogs
 from sbroker.engine.abandon import Leftovers
-from sbroker.engine.commit import apply_ops, senders
+from sbroker.engine.commit import Commit
 from sbroker.engine.endpoints import Context, Endpoint, load_endpoint
 from sbroker.engine.host import Host
 from sbroker.engine.ops import Begin, End, Move, Op, Send, Timer
@@ -366,10 +366,9 @@ class Transaction(Receiving):
             self._release()
             return
         engine = self._engine
-        ctx = Context(None, self._cat(), engine.clock.now(), engine.anti_replay,  # type: ignore[arg-type]
-                      peers=engine.direct_peers,
+        ctx = Context(None, self._cat(), engine.clock.now(), engine.anti_replay)  # type: ignore[arg-type]
+        work = Commit(engine.catalogs, engine.store.sends, self._ops, self._eps,
                       alone=not (self._received or storage.locks or storage.held))
-        sent = senders(self._ops, self._eps)
 
         def apply(conn: Connection) -> None:
             ctx.conn = conn
@@ -377,17 +376,14 @@ class Transaction(Receiving):
             # Received rows first: a conversation this transaction also ends then counts
             # them as received, not removed unreceived.
             self._finish_receives(conn)
-            apply_ops(engine.catalogs, ctx, self._ops, self._eps, sent)
+            work.apply(ctx)
 
         released = set(storage.locks.values())
         try:
             storage.commit(apply, received=bool(self._received), changed=bool(self._ops))
-            if ctx.direct is not None and ctx.direct[1].rowcount != 1:
-                # The direct SEND wrote nothing (its conversation changed since it was last
-                # seen) and the commit did nothing else: it is made again the ordinary way.
-                for handle in ctx.direct[0]:
-                    engine.direct_peers.pop(handle, None)
-                ctx.alone, ctx.direct = False, None
+            if work.wrote_nothing():
+                # The direct SEND wrote nothing and the commit did nothing else: it is made
+                # again the ordinary way.
                 storage.commit(apply, received=False, changed=True)
         except BaseException as exc:
             self._state = "active"

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 
 from sbroker.core import threads
-from sbroker.core.clock import Clock
+from sbroker.core.clock import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger("sbroker.services")
 
@@ -60,14 +59,14 @@ class ClockLoop:
 
     def sync(self, timeout: float = 10.0) -> bool:
         """Wait (real time) until a pass that began after this call has finished."""
-        end = time.monotonic() + timeout
+        end = SYSTEM_CLOCK.monotonic() + timeout  # real time on purpose: a thread's pass
         with self.cond:
             self._requested += 1
             target = self._requested
             self._woken = True
             self.cond.notify_all()
             while self._completed < target:
-                remaining = end - time.monotonic()
+                remaining = end - SYSTEM_CLOCK.monotonic()
                 if remaining <= 0 or self._thread is None:
                     return False
                 self.cond.wait(remaining)

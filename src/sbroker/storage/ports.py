@@ -16,6 +16,11 @@ A backend (``storage/sqlite``, ``storage/postgres``) provides a :class:`Store`:
   data_version`` polling; LISTEN/NOTIFY).
 - **Liveness** — how broker sessions are registered and found dead (pids on one host; leases
   with heartbeats across hosts).
+- **SendPath** — how SENDs to a conversing local peer go straight into its queue (one
+  statement known at once then a numbering UPDATE on SQLite; one function answered with
+  COMMIT on PostgreSQL), and the peers it remembers.
+- **Watermark** — how far the transmission queue was read (ids visible in order under one
+  writer; holes waited for under many).
 
 Everything else — conversations, priorities, activation, the network — is the engine's and
 the services', written once against these ports.
@@ -25,9 +30,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
+from sbroker.core.clock import Clock
 from sbroker.storage.queries import Queries
+from sbroker.storage.watermark import Watermark
 
 T = TypeVar("T")
 Row = tuple[Any, ...]
@@ -54,12 +61,6 @@ class Connection(Protocol):
 
     @property
     def dialect(self) -> str: ...
-
-    @property
-    def serial_writer(self) -> bool:
-        """Whether the database runs one write transaction at a time (SQLite): a commit then
-        needs no lock of its own on the conversations it changes."""
-        ...
 
     @property
     def sql(self) -> Queries:
@@ -158,6 +159,61 @@ class TxStorage(Protocol):
         ...
 
 
+class Direct(NamedTuple):
+    """One SEND that may go straight into its local peer's queue as far as the engine knows
+    (both ends were conversing, the message type exists and the body is valid): the
+    backend's statement checks the rest in the database."""
+
+    sender: int  # the sender's rowid (conv_order)
+    handle: str  # the sender's handle (guards against a reused rowid)
+    peer: int  # the peer's rowid
+    peer_queue: int
+    message_type: str
+    validation: str
+    body: bytes
+    message_id: str
+
+
+Verdict = bool | Callable[[], bool]
+"""What :meth:`SendPath.send` did: True, every message went in; False, nothing was written
+(the commit goes on the ordinary way); a callable, the answer comes with COMMIT (call it
+after: False means nothing was written and the commit must be made again the ordinary way)."""
+
+
+class SendPath(Protocol):
+    """How a commit's SENDs on conversations whose local peer converses go straight into
+    the peer's queue, and what the backend remembers of such conversations between commits.
+
+    SQLite's single writer knows the outcome of one such INSERT at once and numbers the
+    sender in a second statement; PostgreSQL's ``sb_send_direct`` locks, checks, inserts and
+    numbers in one function whose answer comes with COMMIT, so it only takes commits that do
+    nothing else."""
+
+    def peer(self, handle: str) -> tuple[int, int] | None:
+        """The conversing local peer learned for sender ``handle``: (rowid, queue)."""
+        ...
+
+    def learn(self, handle: str, peer: int, peer_queue: int) -> None:
+        """``handle``'s local peer was seen conversing (a hint the statement checks)."""
+        ...
+
+    def forget(self, handle: str) -> None:
+        """``handle`` changed or is gone: its next SEND goes the ordinary way."""
+        ...
+
+    def takes(self, count: int, alone: bool) -> bool:
+        """Whether ``count`` SENDs of one commit may try to go straight (``alone``: the commit
+        does nothing but these SENDs)."""
+        ...
+
+    def send(self, conn: Connection, sends: Sequence[Direct], now: float, version: str,
+             alone: bool) -> Verdict:
+        """Put ``sends`` into their peers' queues, numbered, if the database agrees (both ends
+        conversing, nothing waiting in the transmission queue, the catalog still at
+        ``version``): all or nothing."""
+        ...
+
+
 class ChangeFeed(Protocol):
     """Notices commits made by other processes (or hosts) on the same database."""
 
@@ -211,6 +267,20 @@ class Store(Protocol):
 
     @property
     def liveness(self) -> Liveness: ...
+
+    @property
+    def sends(self) -> SendPath: ...
+
+    @property
+    def clock(self) -> Clock:
+        """The store's own time (commit delays, change-feed rates, heartbeats, reaping, waits
+        for other processes): real unless the store was built with another."""
+        ...
+
+    def watermark(self, clock: Callable[[], float]) -> Watermark:
+        """How far a reader of the transmission queue has read, for the order in which this
+        backend makes rows visible."""
+        ...
 
     @property
     def location(self) -> str:

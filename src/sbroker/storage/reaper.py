@@ -5,9 +5,9 @@ feed's subscribers (what the dead held is free: waiters look again)."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Sequence
 
+from sbroker.core.clock import SYSTEM_CLOCK, Clock
 from sbroker.storage.ports import Liveness
 
 REAP_INTERVAL = 1.0  # seconds between two looks for dead sessions (unless forced)
@@ -15,7 +15,9 @@ REAP_INTERVAL = 1.0  # seconds between two looks for dead sessions (unless force
 
 class Reaper:
     def __init__(self, liveness: Liveness, drop: Callable[[Sequence[int]], None],
-                 tell: Callable[[], None], *, interval: float | None = None) -> None:
+                 tell: Callable[[], None], *, interval: float | None = None,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
+        self._clock = clock
         self._liveness = liveness
         self._drop = drop
         self._tell = tell
@@ -29,7 +31,7 @@ class Reaper:
         the caller holds); how many."""
         interval = REAP_INTERVAL if self._interval is None else self._interval
         with self._lock:
-            now = time.monotonic()
+            now = self._clock.monotonic()
             if not force and now - self._last < interval:
                 return 0
             self._last = now

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
+
+from sbroker.core.clock import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger("sbroker.storage")
 
@@ -16,7 +17,8 @@ log = logging.getLogger("sbroker.storage")
 class Subscribers:
     """Thread-safe; callbacks run in the thread that calls :meth:`tell`."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
+        self._clock = clock
         self._lock = threading.Lock()
         # [callback, least seconds between two calls, when last called, a change not told]
         self._entries: list[list[Any]] = []
@@ -27,7 +29,7 @@ class Subscribers:
 
     def tell(self, changed: bool = True) -> None:
         """Call the subscribers (``changed``: a new change; else only those owed one)."""
-        now = time.monotonic()
+        now = self._clock.monotonic()
         due = []
         with self._lock:
             for entry in self._entries:

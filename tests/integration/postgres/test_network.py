@@ -12,7 +12,8 @@ from support.postgres import RunServer
 
 import sbroker
 from sbroker import Broker
-from sbroker.services.network import transmitter, watermark
+from sbroker.services.network import transmitter
+from sbroker.storage import watermark
 from sbroker.storage.postgres.locks import PgTxStorage
 
 SECRET = "postgres network secret"

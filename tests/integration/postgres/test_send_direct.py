@@ -1,5 +1,5 @@
 """A one-message SEND transaction on PostgreSQL is one round trip once the dialog's far side
-converses (migration 0013, dialogs.send_direct), and when the database refuses it (the
+converses (migration 0013, storage/postgres/sends.py), and when the database refuses it (the
 conversation or the catalog changed since the broker last saw them) the commit is made again
 the ordinary way, with the same outcome as before."""
 

@@ -13,11 +13,11 @@ import os
 import shlex
 import subprocess
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sbroker.core import messages as m
+from sbroker.core.clock import SYSTEM_CLOCK
 from sbroker.core.errors import DuplicateError, InvalidArgumentError
 from sbroker.engine import events
 from sbroker.engine.api import BrokerAPI
@@ -141,10 +141,10 @@ class ExternalActivator:
             self._terminating.add(proc.pid)
             with contextlib.suppress(OSError):
                 proc.terminate()
-        end = time.monotonic() + timeout
+        end = SYSTEM_CLOCK.monotonic() + timeout  # real time on purpose: processes exit in it
         for proc in procs:
             try:
-                proc.wait(max(0.0, end - time.monotonic()))
+                proc.wait(max(0.0, end - SYSTEM_CLOCK.monotonic()))
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()

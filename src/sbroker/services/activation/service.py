@@ -18,13 +18,13 @@ import importlib
 import itertools
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from sbroker.core import threads
 from sbroker.core.catalog import Queue
+from sbroker.core.clock import SYSTEM_CLOCK
 from sbroker.core.errors import InvalidArgumentError
 from sbroker.engine import stopping
 from sbroker.engine.api import BrokerAPI, EngineAPI
@@ -239,9 +239,10 @@ class ActivationService(ClockLoop):
             task.ctx.stopping.set()
         if tasks:
             self.engine.notifier.bump()  # a procedure waiting in RECEIVE stops waiting
-        end = time.monotonic() + self.stop_timeout  # real time: threads join in real time
+        # Real time on purpose, whatever the broker's clock: threads join in real time.
+        end = SYSTEM_CLOCK.monotonic() + self.stop_timeout
         for task in tasks:
-            threads.join(task.thread, max(0.0, end - time.monotonic()))
+            threads.join(task.thread, max(0.0, end - SYSTEM_CLOCK.monotonic()))
         with self.lock:
             left = sorted(self._tasks)
         if left:

@@ -20,12 +20,13 @@ from typing import NamedTuple
 from uuid import UUID
 
 from sbroker.core import threads
+from sbroker.core.catalog import Catalog
 from sbroker.engine.api import EngineAPI
 from sbroker.engine.endpoints import NEVER
 from sbroker.protocol import DialogKey, Message, MessageAcked
 from sbroker.services.network.routing import Address, Resolution, resolve
-from sbroker.services.network.watermark import Watermark
 from sbroker.storage.ports import Connection
+from sbroker.storage.watermark import Watermark
 
 log = logging.getLogger("sbroker.network")
 FULL_SCAN_SECONDS = 1.0  # look at every waiting row this often (routes, lifetimes, reuse)
@@ -214,11 +215,10 @@ class Transmitter:
         engine = self.engine
         cat = engine.catalog(max_age=0.05)
         now = engine.clock.now()
+        mark = self._mark
+        if mark is None:
+            mark = self._mark = engine.store.watermark(self._clock.monotonic)
         with engine.store.read() as conn:
-            mark = self._mark
-            if mark is None:
-                mark = self._mark = Watermark(in_order=conn.serial_writer,
-                                              clock=self._clock.monotonic)
             conn.begin()
             try:
                 rows, present, unread = self._candidates(conn, 0 if full else mark.value,
@@ -232,9 +232,25 @@ class Transmitter:
             rows.sort(key=lambda r: (r.enqueued_at > limit, -r.priority, r.kind, r.rid))
         else:
             rows.sort(key=lambda r: (r.enqueued_at, r.kind, r.rid))
+        chosen, left = self._choose(rows, cat, room, now)
+        batch = self._messages(chosen, cat.broker_instance)
+        if batch:
+            self._send(batch)
+            self.sent += len(batch)
+        if len(chosen) == room and room > 0 and len(self._flight) < self.max_in_flight:
+            self.wake()  # more rows wait: take them in the next pass at once
+        # The rest was handed over now or before, or passed over (local, no route).
+        mark.advance(present, unread + left)
+
+    def _choose(self, rows: list[_Row], cat: Catalog, room: int, now: float
+                ) -> tuple[list[tuple[_Row, Address, str | None]], list[int]]:
+        """The rows to hand over now, in order, with their address and target instance (at
+        most ``room``), and the transmission-queue rows left for lack of room (read again
+        next time). Rows with no route get that status written; local ones are passed
+        over."""
         chosen: list[tuple[_Row, Address, str | None]] = []
         statuses: list[tuple[str, int, str]] = []
-        left: list[int] = []  # rows left for lack of room are read again next time
+        left: list[int] = []
         me = cat.broker_instance
         routes: dict[tuple[str, str | None], Resolution] = {}
         for r in rows:
@@ -258,6 +274,12 @@ class Transmitter:
                 left.append(r.rid)
         if statuses:
             self._write_statuses(statuses)
+        return chosen, left
+
+    def _messages(self, chosen: list[tuple[_Row, Address, str | None]], me: str
+                  ) -> list[tuple[Message, Address, UUID | None]]:
+        """The protocol messages of the chosen rows, recorded as in flight, each with the
+        instance whose own connection it may reuse."""
         honor = self._honor()
         neighbors = self._neighbors()
         batch: list[tuple[Message, Address, UUID | None]] = []
@@ -285,13 +307,7 @@ class Transmitter:
             target_id = msg.target_instance
             batch.append((msg, address, target_id if target_id in neighbors else None))
             self._last[address] = (msg, batch[-1][2])
-        if batch:
-            self._send(batch)
-            self.sent += len(batch)
-        if len(chosen) == room and room > 0 and len(self._flight) < self.max_in_flight:
-            self.wake()  # more rows wait: take them in the next pass at once
-        # The rest was handed over now or before, or passed over (local, no route).
-        mark.advance(present, unread + left)
+        return batch
 
     def _candidates(self, conn: Connection, after: int, room: int) -> tuple[
             list[_Row], list[int], list[int]]:

@@ -17,12 +17,12 @@ import logging
 import random
 import ssl
 import threading
-import time
 from collections import defaultdict
 from collections.abc import Callable
 from uuid import UUID
 
 from sbroker.core import threads
+from sbroker.core.clock import SYSTEM_CLOCK
 from sbroker.protocol.dialog import DialogEngine
 from sbroker.protocol.errors import LocalProtocolError
 from sbroker.protocol.events import (
@@ -82,8 +82,8 @@ class BrokerTransport:
         handler: TransportHandler,
         *,
         rng: random.Random | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        wall_clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = SYSTEM_CLOCK.monotonic,
+        wall_clock: Callable[[], float] = SYSTEM_CLOCK.now,
     ) -> None:
         self.config = config
         self.handler = handler

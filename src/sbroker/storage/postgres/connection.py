@@ -241,7 +241,6 @@ class PgConnection:
     """One pooled psycopg connection, for one thread at a time."""
 
     dialect = "postgresql"
-    serial_writer = False  # hosts commit at once: conversations are locked per commit
     sql: Queries = SQL
 
     def __init__(self, raw: psycopg.Connection[Any],

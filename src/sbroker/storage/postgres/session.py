@@ -33,13 +33,13 @@ import logging
 import os
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 
 from sbroker.core import threads
+from sbroker.core.clock import SYSTEM_CLOCK, Clock
 from sbroker.storage.postgres import cleanup
 from sbroker.storage.postgres.connection import BACKEND, SQL
 from sbroker.storage.postgres.connector import Connector
@@ -60,9 +60,10 @@ class ListenFeed:
     (one sender thread, coalesced), LISTEN on the session's connection
     (:class:`LeaseLiveness` runs it)."""
 
-    def __init__(self, connector: Connector) -> None:
+    def __init__(self, connector: Connector, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self._connector = connector
-        self._subscribers = Subscribers()
+        self._clock = clock
+        self._subscribers = Subscribers(clock)
         self.session: int | None = None
         self._lock = threading.Lock()
         self._due = threading.Condition(self._lock)
@@ -107,7 +108,7 @@ class ListenFeed:
             elif self._urgent or self._quiet_at is not None:
                 return
             else:
-                self._quiet_at = time.monotonic() + QUIET_NOTIFY_SECONDS
+                self._quiet_at = self._clock.monotonic() + QUIET_NOTIFY_SECONDS
             self._due.notify()
             if self._thread is None:
                 self._thread = threading.Thread(target=self._send_loop, daemon=True,
@@ -132,7 +133,7 @@ class ListenFeed:
         while True:
             with self._due:
                 while not self._closed:
-                    wait = self.next_notify(time.monotonic())
+                    wait = self.next_notify(self._clock.monotonic())
                     if wait == 0.0:
                         break
                     self._due.wait(wait)
@@ -144,8 +145,8 @@ class ListenFeed:
             except Exception:  # the server is away: the waiters poll meanwhile
                 log.debug("could not NOTIFY", exc_info=True)
                 self._drop_conn()
-                time.sleep(0.1)
-            time.sleep(NOTIFY_SECONDS)
+                self._clock.sleep(0.1)
+            self._clock.sleep(NOTIFY_SECONDS)
         self._drop_conn()
 
     def _drop_conn(self) -> None:
@@ -175,8 +176,10 @@ class LeaseLiveness:
     LISTEN on the session's own connection) starts at :meth:`register` and is joined by
     :meth:`close`."""
 
-    def __init__(self, connector: Connector, feed: ListenFeed) -> None:
+    def __init__(self, connector: Connector, feed: ListenFeed, *,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self._connector = connector
+        self._clock = clock
         self._feed = feed
         self._conn: psycopg.Connection[Any] | None = None
         self._thread: threading.Thread | None = None
@@ -220,12 +223,13 @@ class LeaseLiveness:
     # -- the session's thread ---------------------------------------------------------------------
     def _run(self) -> None:
         backoff = 0.1
-        beat = time.monotonic() + HEARTBEAT_SECONDS
+        clock = self._clock
+        beat = clock.monotonic() + HEARTBEAT_SECONDS
         while not self._stop.is_set():
             try:
                 conn = self._conn or self._reconnect()
                 backoff = 0.1
-                wait = min(LISTEN_SLICE, max(0.0, beat - time.monotonic()))
+                wait = min(LISTEN_SLICE, max(0.0, beat - clock.monotonic()))
                 for note in conn.notifies(timeout=wait):
                     if note.payload == f"bye {self.session}":
                         self._stop.set()
@@ -233,10 +237,10 @@ class LeaseLiveness:
                     if note.payload != str(self.session):
                         self._feed.others = True
                         self._feed.changed()
-                if time.monotonic() >= beat and not self._stop.is_set():
+                if clock.monotonic() >= beat and not self._stop.is_set():
                     self._beat(conn)
                     self._cleanup.after_heartbeat(conn)
-                    beat = time.monotonic() + HEARTBEAT_SECONDS
+                    beat = clock.monotonic() + HEARTBEAT_SECONDS
             except Exception:
                 if self._stop.is_set():
                     break

@@ -25,13 +25,16 @@ from typing import Any, TypeVar
 
 import psycopg
 
+from sbroker.core.clock import SYSTEM_CLOCK, Clock
 from sbroker.storage.ports import Connection
 from sbroker.storage.postgres.connection import BACKEND, SQL, PgConnection
 from sbroker.storage.postgres.connector import Connector
 from sbroker.storage.postgres.locks import PgTxStorage
+from sbroker.storage.postgres.sends import CommitSends
 from sbroker.storage.postgres.session import LeaseLiveness, ListenFeed
 from sbroker.storage.queries import Queries
 from sbroker.storage.reaper import Reaper
+from sbroker.storage.watermark import Watermark
 
 T = TypeVar("T")
 
@@ -68,13 +71,24 @@ class PgStore:
     sql: Queries = SQL
     errors: tuple[type[Exception], ...] = (psycopg.Error,)
 
-    def __init__(self, url: str, *, durability: str = "normal", create: bool = True) -> None:
+    def __init__(self, url: str, *, durability: str = "normal", create: bool = True,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
+        """``clock``: the store's own time (NOTIFY coalescing, heartbeats, reaping): real by
+        default, whatever clock the broker above runs on."""
+        self.clock = clock
         self.connector = Connector(url, durability=durability, create=create)
         self.location = self.connector.database
         self.commit_path = PgCommitPath(self)
-        self.feed = ListenFeed(self.connector)
-        self.liveness = LeaseLiveness(self.connector, self.feed)
-        self._reaper = Reaper(self.liveness, self.drop_sessions, self.feed.changed)
+        self.feed = ListenFeed(self.connector, clock=clock)
+        self.liveness = LeaseLiveness(self.connector, self.feed, clock=clock)
+        self._reaper = Reaper(self.liveness, self.drop_sessions, self.feed.changed,
+                              clock=clock)
+        self.sends = CommitSends()
+
+    def watermark(self, clock: Callable[[], float]) -> Watermark:
+        """Hosts and threads commit at once: a hole below a row read may be a commit under
+        way, and is waited for a while."""
+        return Watermark(in_order=False, clock=clock)
 
     # -- connections ----------------------------------------------------------------------------
     def read(self) -> Any:

@@ -8,10 +8,10 @@ import contextlib
 import logging
 import sqlite3
 import threading
-import time
 from collections.abc import Callable, Iterator
 
 from sbroker.core import threads
+from sbroker.core.clock import SYSTEM_CLOCK, Clock
 from sbroker.storage.subscribers import Subscribers
 
 log = logging.getLogger("sbroker.storage")
@@ -34,17 +34,18 @@ class DataVersionFeed:
     started when the first watcher comes, ended once nobody watched for ``LINGER_SECONDS``,
     joined by :meth:`close`."""
 
-    def __init__(self, connect: Callable[[], sqlite3.Connection]) -> None:
+    def __init__(self, connect: Callable[[], sqlite3.Connection], *,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self._connect = connect
         self._lock = threading.Lock()
-        self._subscribers = Subscribers()
+        self._subscribers = Subscribers(clock)
         self._watchers = 0
         self.noticed = 0  # data_version changes seen, told or not
         self._thread: threading.Thread | None = None
         self._closed = False
         self._wake = threading.Event()  # cuts the poller's pause short (close)
         self.pause: Callable[[float], object] = self._wake.wait  # tests may slow it down
-        self.now: Callable[[], float] = time.monotonic  # and move its clock
+        self.now: Callable[[], float] = clock.monotonic  # and move its clock
 
     def subscribe(self, on_change: Callable[[], None], *, min_interval: float = 0.0) -> None:
         """Call ``on_change`` after other connections commit, at most every

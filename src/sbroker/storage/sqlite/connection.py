@@ -24,7 +24,6 @@ class SqliteConnection(sqlite3.Connection):
 
     sql: Queries = SQL
     dialect = "sqlite"
-    serial_writer = True  # the group-commit writer runs one write transaction at a time
 
     def query_one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
         row: tuple[Any, ...] | None = self.execute(sql, params).fetchone()

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from sbroker.core.clock import SYSTEM_CLOCK, Clock
 from sbroker.storage.ports import Connection
 from sbroker.storage.queries import Queries
 from sbroker.storage.reaper import Reaper
@@ -20,8 +21,10 @@ from sbroker.storage.sqlite.connection import SQL, SqliteConnection
 from sbroker.storage.sqlite.connector import Connector, parse_target
 from sbroker.storage.sqlite.liveness import PidLiveness
 from sbroker.storage.sqlite.locks import SqliteTxStorage
+from sbroker.storage.sqlite.sends import SerialSends
 from sbroker.storage.sqlite.sweeper import Sweeper
 from sbroker.storage.sqlite.writer import Writer
+from sbroker.storage.watermark import Watermark
 
 
 class SqliteStore:
@@ -31,19 +34,29 @@ class SqliteStore:
     sql: Queries = SQL
     errors: tuple[type[Exception], ...] = (sqlite3.Error,)
 
-    def __init__(self, target: str | os.PathLike[str], *, durability: str = "normal") -> None:
+    def __init__(self, target: str | os.PathLike[str], *, durability: str = "normal",
+                 clock: Clock = SYSTEM_CLOCK) -> None:
+        """``clock``: the store's own time (group-commit delays, change-feed rates, reaping):
+        real by default, whatever clock the broker above runs on."""
         path, temporary = parse_target(target)
+        self.clock = clock
         self.connector = Connector(path, durability=durability, temporary=temporary)
         self.path = path
         self.location = path.stem
         self.checkpointer = Checkpointer(self.connector.connect)
         self.sweeper = Sweeper()
         self.writer = Writer(self.connector.connect, self.connector.sync,
-                             on_commit=self.checkpointer.committed)
+                             on_commit=self.checkpointer.committed, clock=clock)
         self.commit_path = self.writer
-        self.feed = DataVersionFeed(self.connector.connect)
+        self.feed = DataVersionFeed(self.connector.connect, clock=clock)
         self.liveness = PidLiveness(self.connector.read)
-        self._reaper = Reaper(self.liveness, self.drop_sessions, self.feed._changed)
+        self._reaper = Reaper(self.liveness, self.drop_sessions, self.feed._changed,
+                              clock=clock)
+        self.sends = SerialSends()
+
+    def watermark(self, clock: Callable[[], float]) -> Watermark:
+        """One writer at a time: ids become visible in the order they were given."""
+        return Watermark(in_order=True, clock=clock)
 
     # -- connections ----------------------------------------------------------------------------
     def read(self) -> Any:

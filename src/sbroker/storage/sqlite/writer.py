@@ -24,12 +24,12 @@ import contextlib
 import json
 import sqlite3
 import threading
-import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from sbroker.core import threads
+from sbroker.core.clock import SYSTEM_CLOCK, Clock
 from sbroker.core.errors import TransactionStateError
 from sbroker.storage.sqlite.connection import BACKEND, SqliteConnection
 
@@ -80,8 +80,9 @@ class Writer:
     """Runs write functions in batched SQLite transactions (leader/follower group commit)."""
 
     def __init__(self, connect: Callable[[], SqliteConnection], sync: str, *,
-                 on_commit: Callable[[], None] | None = None) -> None:
+                 on_commit: Callable[[], None] | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
         self._connect = connect
+        self._clock = clock  # real time: a lazy transaction holds other processes' writes
         self._on_commit = on_commit or _nothing  # told after every SQLite COMMIT
         self._conn: SqliteConnection | None = None
         self._sync = sync
@@ -267,26 +268,36 @@ class Writer:
         Uncontended (no leader, nothing queued) the caller leads at once with no queue item:
         the same transaction as a batch of one, without the bookkeeping of followers.
         """
-        mutex = self._mutex
-        with mutex:
+        item = self._arrive(fn, durable, lazy)
+        if item is not None:
+            return self._follow(item)
+        try:
+            return self._run_alone(fn, durable, lazy)
+        finally:
+            with self._mutex:
+                self._leading = False
+                self._hand_off()
+
+    def _arrive(self, fn: Callable[[SqliteConnection], T], durable: bool, lazy: bool
+                ) -> _Item[T] | None:
+        """Take the lead at once (None) when nobody leads and nothing is queued; else queue
+        ``fn`` as an item."""
+        with self._mutex:
             if self._holder == threading.get_ident():
                 raise TransactionStateError(
                     "another transaction in this thread holds the write lock (it ran a write "
                     "statement with execute): commit or roll it back first"
                 )
-            alone = not self._leading and not self._queue
-            if alone:
+            if not self._leading and not self._queue:
                 self._leading = True
-            else:
-                item: _Item[T] = _Item(fn, durable, lazy)
-                self._queue.append(item)
-        if alone:
-            try:
-                return self._run_alone(fn, durable, lazy)
-            finally:
-                with mutex:
-                    self._leading = False
-                    self._hand_off()
+                return None
+            item: _Item[T] = _Item(fn, durable, lazy)
+            self._queue.append(item)
+            return item
+
+    def _follow(self, item: _Item[T]) -> T:
+        """Wait until a leader has run ``item``, leading a batch whenever the lead is free."""
+        mutex = self._mutex
         while True:
             with mutex:
                 if item.state == 2:
@@ -302,24 +313,28 @@ class Writer:
                         item.wake = _sleeper()
                     wake = item.wake
                     item.armed = True
-            if not lead:
+            if lead:
                 try:
-                    wake.acquire()  # until the leader finished the item, or handed the lead on
-                except BaseException:  # interrupted: never leave the lead to a gone thread
+                    self._commit(batch)
+                finally:
                     with mutex:
-                        item.armed = False
-                        if item.state == 0:
-                            self._queue.remove(item)
-                        if not self._leading:
-                            self._hand_off()
-                    raise
-                continue
-            try:
-                self._commit(batch)
-            finally:
-                with mutex:
-                    self._leading = False
+                        self._leading = False
+                        self._hand_off()
+            else:
+                self._sleep(item, wake)
+
+    def _sleep(self, item: _Item[Any], wake: threading.Lock) -> None:
+        """Sleep until the leader finished ``item`` or handed the lead on."""
+        try:
+            wake.acquire()
+        except BaseException:  # interrupted: never leave the lead to a gone thread
+            with self._mutex:
+                item.armed = False
+                if item.state == 0:
+                    self._queue.remove(item)
+                if not self._leading:
                     self._hand_off()
+            raise
 
     @staticmethod
     def _outcome(item: _Item[T]) -> T:
@@ -353,7 +368,7 @@ class Writer:
         """Leave the lazy write transaction open (its timer commits it if nobody does)."""
         if not self._open:
             self._open = True
-            self._opened_at = time.monotonic()
+            self._opened_at = self._clock.monotonic()
             self._ensure_timer()
             self._wake.set()
 
@@ -457,9 +472,9 @@ class Writer:
                             self._timer = None
                             return
                 continue
-            remaining = self._opened_at + LAZY_SECONDS - time.monotonic()
+            remaining = self._opened_at + LAZY_SECONDS - self._clock.monotonic()
             if remaining > 0:
-                time.sleep(remaining)
+                self._clock.sleep(remaining)
                 continue
             with self._mutex:
                 if self._leading or not self._open:
@@ -468,7 +483,7 @@ class Writer:
                     busy = False
                     self._leading = True
             if busy:
-                time.sleep(LAZY_SECONDS / 4)  # the leader's batch will commit or keep it
+                self._clock.sleep(LAZY_SECONDS / 4)  # the leader's batch will commit or keep it
                 continue
             try:
                 conn = self._conn

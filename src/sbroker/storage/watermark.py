@@ -12,8 +12,9 @@ transmitter's full scan, once a second, finds anything committed later still.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Collection
+
+from sbroker.core.clock import SYSTEM_CLOCK
 
 GAP_SECONDS = 1.0  # how long a hole below a row already read may still be a commit under way
 MAX_HOLES = 100_000  # ids skipped in bulk (not commits under way): not held for
@@ -23,7 +24,8 @@ class Watermark:
     """``advance(present, waiting)`` after each pass; ``value`` is where the next one reads
     from."""
 
-    def __init__(self, *, in_order: bool, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, *, in_order: bool,
+                 clock: Callable[[], float] = SYSTEM_CLOCK.monotonic) -> None:
         self.value = 0
         self._in_order = in_order
         self._clock = clock
