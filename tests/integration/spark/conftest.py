@@ -31,6 +31,7 @@ _PYSPARK_SOCKET_LEAK = "ignore:unclosed <socket.socket:ResourceWarning"
 SESSION_GROUP = "spark-session"
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups, however pytest was started
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Add the narrow ResourceWarning filter to ``spark``-marked tests; put every test of
     the shared session in one xdist group, so that a parallel run (``-n 2 --dist
