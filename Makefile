@@ -3,6 +3,9 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+# pytest-xdist workers of `make test`: 0 runs the suite in one process; `make test WORKERS=2`
+# in two (the tests of the shared Spark session stay in one worker: --dist loadgroup)
+WORKERS ?= 0
 
 .PHONY: setup chromium postgresql run demo stream test lint bench bench-quick clean
 
@@ -40,7 +43,7 @@ test: setup chromium postgresql
 	$(BIN)/ruff check src tests bench tools
 	$(BIN)/mypy
 	$(BIN)/python -m tools.archcheck -q
-	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest -q
+	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest -q -n $(WORKERS) --dist loadgroup
 
 lint: setup
 	$(BIN)/ruff check src tests bench tools

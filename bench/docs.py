@@ -8,6 +8,7 @@ store them. The prose here explains what the figures mean and holds no figure of
 from __future__ import annotations
 
 import json
+import os
 import statistics
 from collections.abc import Iterable
 from datetime import datetime
@@ -197,7 +198,10 @@ def render(folder: Path = RESULTS_DIR) -> str:
 
 
 def write_docs(folder: Path = RESULTS_DIR, doc: Path = DOC) -> Path:
-    """Write docs/performance.md from the stored results; returns its path."""
+    """Write docs/performance.md from the stored results; returns its path.  The page is
+    replaced in one step, so a reader (the docs test, running beside this) never sees half."""
     doc.parent.mkdir(exist_ok=True)
-    doc.write_text(render(folder))
+    part = doc.with_name(f".{doc.name}.{os.getpid()}.tmp")
+    part.write_text(render(folder))
+    os.replace(part, doc)
     return doc

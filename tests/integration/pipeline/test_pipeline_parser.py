@@ -113,7 +113,7 @@ def test_the_shipped_example_parses() -> None:
     assert tasks["daily_revenue"].after == ("orders",)  # not every generated table
     assert all(t.retry.retries == 2 for t in tasks.values())
     orders = tasks["orders"].task
-    assert isinstance(orders, PythonTask) and orders.kwargs["orders"] == 3_000_000
+    assert isinstance(orders, PythonTask) and orders.kwargs["orders"] == 1_000_000
     small = load_pipeline(EXAMPLE, {"out": "/tmp/x", "orders": "1000"})
     assert small.dag[2].task.kwargs["orders"] == 1000  # type: ignore[union-attr]
 

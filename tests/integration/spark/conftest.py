@@ -28,13 +28,19 @@ os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
 # tests cannot avoid. It is ignored for tests that run real Spark only, so sbroker's own
 # sockets stay checked everywhere else.
 _PYSPARK_SOCKET_LEAK = "ignore:unclosed <socket.socket:ResourceWarning"
+SESSION_GROUP = "spark-session"
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups, however pytest was started
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Add the narrow ResourceWarning filter to ``spark``-marked tests."""
+    """Add the narrow ResourceWarning filter to ``spark``-marked tests; put every test of
+    the shared session in one xdist group, so that a parallel run (``-n 2 --dist
+    loadgroup``) starts that session (a JVM) in one worker only."""
     for item in items:
         if item.get_closest_marker("spark") is not None:
             item.add_marker(pytest.mark.filterwarnings(_PYSPARK_SOCKET_LEAK))
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group(SESSION_GROUP))
 
 
 @pytest.fixture(scope="session")

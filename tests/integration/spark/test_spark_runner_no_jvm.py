@@ -4,6 +4,7 @@ per-task tagging checked against a fake session."""
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Any
 from unittest import mock
 
@@ -219,3 +220,22 @@ def test_stub_gates_decide_when_tasks_finish_and_report_progress() -> None:
 def test_stub_python_tasks_get_a_spark_that_refuses_use() -> None:
     with pytest.raises(TaskError, match="StubRunner has no Spark"):
         StubRunner().run(PythonTask("spark_task_helpers:local_properties"), log_id=1)
+
+
+def test_the_log_configuration_goes_beside_the_users_own_jvm_options(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A JVM option of the user's (a JIT setting) keeps Spark's log going to the run's file."""
+    from sbroker.apps.spark.logs import quiet_spark_logs
+
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
+    conf = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
+    quiet_spark_logs(conf, "local[2]", set(conf), str(tmp_path / "spark.log"))
+    first, second = conf["spark.driver.extraJavaOptions"].split(" ")
+    assert first.startswith("-Dlog4j2.configurationFile=file:")
+    assert second == "-XX:TieredStopAtLevel=1"
+    assert str(tmp_path / "spark.log") in Path(first.split("file:", 1)[1]).read_text()
+    own = {"spark.driver.extraJavaOptions": "-Dlog4j2.configurationFile=file:/mine.properties"}
+    quiet_spark_logs(own, "local[2]", set(own), str(tmp_path / "spark.log"))
+    assert own == {"spark.driver.extraJavaOptions":
+                   "-Dlog4j2.configurationFile=file:/mine.properties"}  # the user's own wins

@@ -39,10 +39,12 @@ _FILE = "appender.out.type = File\nappender.out.fileName = {path}\nappender.out.
 def quiet_spark_logs(conf: dict[str, str], master: str, user_conf: set[str],
                      log_file: str | None) -> None:
     """Send Spark's log4j output to ``log_file`` at INFO (the full log), or to standard error
-    at ERROR without one. Only defaults are touched: a user's own
-    ``spark.driver.extraJavaOptions``, ``spark.log.level``, a configured ``SPARK_LOCAL_IP`` or
+    at ERROR without one. Only defaults are touched: a log4j2 configuration of the user's own
+    (``-Dlog4j2.configurationFile`` in ``spark.driver.extraJavaOptions``; other JVM options
+    there are kept beside this one), ``spark.log.level``, a configured ``SPARK_LOCAL_IP`` or
     a configured level on pyspark's error loggers win."""
-    if "spark.driver.extraJavaOptions" not in conf:
+    options = conf.get("spark.driver.extraJavaOptions", "")
+    if "log4j2.configurationFile" not in options:
         if log_file:
             text = _LOG4J2.format(what="Spark's full log, in the run's log file",
                                   level="info") + _FILE.format(path=Path(log_file).resolve())
@@ -52,7 +54,8 @@ def quiet_spark_logs(conf: dict[str, str], master: str, user_conf: set[str],
         fd, path = tempfile.mkstemp(prefix="sbroker-log4j2-", suffix=".properties")
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
-        conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{path}"
+        conf["spark.driver.extraJavaOptions"] = " ".join(
+            filter(None, [f"-Dlog4j2.configurationFile=file:{path}", options]))
     if log_file and "spark.log.level" not in user_conf:
         conf.pop("spark.log.level", None)  # the file keeps the full log
     if master.startswith("local"):
