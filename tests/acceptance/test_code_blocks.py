@@ -11,7 +11,9 @@ must not get in its way):
 A block or an sbroker line marked ``# not run: WHY`` is skipped, and must say why; an sbroker
 line marked ``# first run only: WHY`` (a step that can be done once, like re-driving one
 record) is skipped in the second run, and must say why too. A page
-that starts Spark carries ``<!-- docs test: spark -->`` and runs with the Spark tests.
+that starts Spark carries ``<!-- docs test: spark -->`` and runs with the Spark tests. A page
+marked ``<!-- docs test: once: WHY -->`` runs only the first time, and must say why (a test
+of its own runs the same thing again).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 NOT_RUN = re.compile(r"#\s*not run:\s*(.*)$")
 ONCE = re.compile(r"#\s*first run only:\s*(.*)$")
 SPARK_PAGE = "<!-- docs test: spark -->"
+ONCE_PAGE = re.compile(r"<!-- docs test: once:(.*?)-->")
 
 
 @dataclass(frozen=True)
@@ -127,7 +130,10 @@ def test_every_code_block_of_the_page_runs(page: Path, tmp_path: Path) -> None:
     (tmp_path / "examples").symlink_to(ROOT / "examples")  # pages refer to the examples
     env = dict(os.environ, PYTHONUNBUFFERED="1", SBROKER_DB="")
     env.pop("SBROKER_DB")
-    for again, run in ((False, "the first time"), (True, "again, in the same folder")):
+    once = ONCE_PAGE.search(page.read_text())
+    assert once is None or len(once.group(1).strip()) > 10, f"{page}: 'once:' must say why"
+    runs = ((False, "the first time"), (True, "again, in the same folder"))
+    for again, run in runs[:1] if once else runs:
         done = subprocess.run([sys.executable, str(scripts[again])], cwd=tmp_path,
                               capture_output=True, text=True, env=env, timeout=600)
         assert done.returncode == 0, (run, done.stdout[-6000:], done.stderr[-6000:])
