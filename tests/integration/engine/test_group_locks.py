@@ -15,6 +15,12 @@ from support.helpers import Background, Child, Holder, begin_and_send, bodies, s
 from sbroker import Broker, CommitConflictError
 
 
+@pytest.fixture
+def db_path(database: str) -> str:
+    """The test's broker database, on each backend (tests/conftest.py's ``database``)."""
+    return database
+
+
 def _receive_group(b: Broker, **kw: object) -> tuple[str | None, list[str]]:
     with b.transaction() as tx:
         got = tx.receive("TargetQueue", **kw)  # type: ignore[arg-type]
@@ -228,6 +234,7 @@ def test_moving_a_conversation_into_a_free_group_takes_its_messages_along(
     assert pair.peek("TargetQueue") == []
 
 
+@pytest.mark.parametrize("database", ["sqlite"], indirect=True)  # SQLite's own write lock
 def test_a_held_group_does_not_keep_the_sqlite_write_lock(pair: Broker, db_path: Path) -> None:
     """Group locks are rows, not an open SQLite transaction: any other writer of the file
     (here a plain sqlite3 connection) gets the write lock while a group is held."""

@@ -27,6 +27,13 @@ from sbroker import Broker, FakeClock
 LONG = 60.0  # the RECEIVE timeout; a wake-up must come long before it
 
 
+
+@pytest.fixture
+def db_path(database: str) -> str:
+    """The test's broker database, on each backend (tests/conftest.py's ``database``)."""
+    return database
+
+
 def _waiting_receive(b: Broker, timeout: float | None, **kw: object) -> Background:
     def run() -> tuple[list[str], float]:
         with b.transaction() as tx:
