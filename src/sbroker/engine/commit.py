@@ -46,7 +46,8 @@ def apply_ops(catalogs: CatalogCache, ctx: Context, ops: list[Op], eps: dict[str
     Every read below comes after the lock, so it sees what the previous holder committed.
     The catalog version comes with the lock: DDL since the statements ran rechecks them."""
     conn = ctx.conn
-    if len(ops) == 1 and type(ops[0]) is Send and len(ops[0].handles) == 1:
+    if len(ops) == 1 and type(ops[0]) is Send and len(ops[0].handles) == 1 \
+            and ops[0].trace is None:  # a traced SEND stores its context the ordinary way
         if (conn.serial_writer or ctx.alone) and dialogs.send_direct(ctx, ops[0], eps):
             # One SEND straight into a conversing local peer's queue, checked in SQL (the
             # catalog version included), in one statement that also locks the conversation
@@ -79,11 +80,12 @@ def apply_ops(catalogs: CatalogCache, ctx: Context, ops: list[Op], eps: dict[str
     send = dialogs.send_user_message
     for op in ops:
         if type(op) is Send:  # the common case first, unpacked as the tuple it is
-            handles, mtype, body = op
+            handles, mtype, body, ctx.trace = op
             for handle in handles:
                 send(ctx, handle, mtype, body)
             continue
         dialogs.flush(ctx)  # SENDs numbered in memory are written before anything else
+        ctx.trace = None
         match op:
             case Begin(endpoint):
                 insert_endpoint(ctx, replace(endpoint))

@@ -120,7 +120,7 @@ def send_direct(ctx: Context, op: Send, eps: dict[str, Endpoint]) -> bool:
     COMMIT in the same round trip: only a commit that does nothing else takes this path
     (``ctx.alone``), and :attr:`Context.direct` tells the caller to commit again the
     ordinary way if the database wrote nothing."""
-    handles, mtype, body = op
+    handles, mtype, body, _ = op
     if len(handles) != 1:
         return False
     handle = handles[0]
@@ -156,7 +156,7 @@ def send_direct_many(ctx: Context, ops: list[Op], eps: dict[str, Endpoint]) -> b
     handles: list[str] = []
     offset = 1
     for op in ops:
-        if type(op) is not Send:
+        if type(op) is not Send or op.trace is not None:
             return False
         for handle in op.handles:
             found = _direct_sender(ctx, handle, op.message_type, op.body, eps)
@@ -236,7 +236,7 @@ def send_user_message(ctx: Context, handle: str, mtype: str, body: bytes) -> Non
             queue_id, group_id, peer, conv_order, priority, service, contract = fast.peer
             ctx.rows.append((
                 queue_id, group_id, peer, conv_order, fast.seq, 1, priority, 0, mtype,
-                mt.validation_code, body, m.new_id(), service, contract, ctx.now,
+                mt.validation_code, body, m.new_id(), service, contract, ctx.now, ctx.trace,
             ))
             fast.seq += 1
             ctx.ready_queues.add(queue_id)
@@ -321,7 +321,7 @@ def _to_transmission_queue(
         ctx.conn.sql.insert_transmission,
         (ep.handle, ep.conversation_id, int(ep.is_initiator), ep.service, ep.far_service,
          ep.far_broker_instance, ep.contract, mtype, msn, body, priority, message_id, ctx.now,
-         status, int(mtype in (m.END_DIALOG, m.ERROR))),
+         status, int(mtype in (m.END_DIALOG, m.ERROR)), ctx.trace),
     )
     ctx.tq_changed = True
 

@@ -105,6 +105,8 @@ class Context:
     # handles and cursor of the one it tried (dialogs.send_direct, send_direct_many).
     alone: bool = False
     direct: tuple[list[str], Cursor] | None = None
+    # The traceparent the messages written now carry (the SEND's, or a received message's).
+    trace: str | None = None
 
 def insert_endpoint(ctx: Context, ep: Endpoint) -> None:
     row = ctx.conn.query_one(ctx.conn.sql.insert_endpoint, astuple(ep)[1:])
@@ -125,7 +127,7 @@ def enqueue(
         mtype in ctx.catalog.message_types) else "N"
     row = (ep.queue_id, ep.group_id, ep.handle, ep.conv_order, msn, status, ep.priority,
            int(is_timer), mtype, validation, body, message_id, ep.service, ep.contract,
-           ctx.now)
+           ctx.now, ctx.trace)
     if defer:
         ctx.rows.append(row)
     else:

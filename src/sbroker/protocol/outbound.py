@@ -365,8 +365,9 @@ class Outbound:
         i = m.next_index
         msg = m.message
         payload = msg.body[i * size : (i + 1) * size]
-        header = m.header if i == 0 else None
-        return Fragment(msg.key, msg.seq, i, m.count, payload, header, acks)
+        if i:
+            return Fragment(msg.key, msg.seq, i, m.count, payload, None, acks)
+        return Fragment(msg.key, msg.seq, i, m.count, payload, m.header, acks, msg.trace_context)
 
     # -- retransmission -------------------------------------------------------------------
 

@@ -35,6 +35,7 @@ from sbroker.apps.dashboard.security import (
     TOKEN_COOKIE,
     Access,
 )
+from sbroker.core import tracing
 from sbroker.core.errors import (
     BrokerError,
     ConversationNotFoundError,
@@ -54,12 +55,14 @@ NAV = (("/", "Overview"), ("/conversations", "Conversations"), ("/transmission",
 @dataclass(frozen=True)
 class DashboardOptions:
     """``token``: needed for actions (and for reading off loopback); ``loopback``: bound to a
-    loopback address; ``refresh``: seconds between page updates; ``spark_ui``: its address."""
+    loopback address; ``refresh``: seconds between page updates; ``spark_ui``: its address;
+    ``trace_url``: a trace viewer's address with ``{trace_id}`` in it (SPEC §15)."""
 
     token: str | None = None
     loopback: bool = True
     refresh: float = 3.0
     spark_ui: str | None = None
+    trace_url: str | None = None
 
 
 def _age(seconds: float | None) -> str:
@@ -118,7 +121,8 @@ def create_app(broker: BrokerApi, options: DashboardOptions | None = None) -> St
     env = Environment(loader=FileSystemLoader(HERE / "templates"),
                       autoescape=select_autoescape(["html"]))
     env.filters.update(age=_age, epoch=_epoch, body=_body, clock=_clock,
-                       task=timeline.task_name)
+                       task=timeline.task_name, trace_id=tracing.trace_id)
+    env.globals["trace_url"] = opts.trace_url  # the trace macro links trace ids with it
 
     def render(request: Request, name: str, context: dict[str, Any],
                status: int = 200) -> HTMLResponse:
