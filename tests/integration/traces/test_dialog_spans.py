@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 from opentelemetry.trace import SpanKind
@@ -104,3 +105,36 @@ def test_nothing_of_opentelemetry_is_loaded_or_done_until_a_provider_is_set(
     out = subprocess.run([sys.executable, "-c", textwrap.dedent(CHILD), str(tmp_path)],
                          capture_output=True, text=True, timeout=120, check=True).stdout
     assert out.splitlines() == ["absent False None", "no provider None", "provider True"]
+
+
+RECEIVED = threading.Event()
+
+
+def failing_reader(ctx: sbroker.ActivationContext) -> None:
+    """Receives what came, then fails: its work is recorded, the error in its span."""
+    with ctx.broker.transaction() as tx:
+        tx.receive(ctx.queue)
+    RECEIVED.set()
+    raise RuntimeError("cannot price it")
+
+
+def test_an_activated_procedures_work_is_a_process_span_in_the_messages_trace(
+        tmp_path: Path) -> None:
+    b = _broker(str(tmp_path / "b.db"))
+    b.alter_queue("qb", activation=sbroker.Activation(failing_reader))
+    RECEIVED.clear()
+    with traced() as t:
+        try:
+            b.start()
+            with b.transaction() as tx:
+                tx.send(tx.begin_dialog("A", "B"), body="price?")
+            assert RECEIVED.wait(60)
+        finally:
+            b.close()  # joins the procedure's thread: its span has ended
+        spans = t.spans()
+    (send,) = named(spans, "send")
+    (process,) = named(spans, "process")
+    assert process.kind is SpanKind.CONSUMER
+    assert process.parent is not None and process.parent.span_id == send.context.span_id
+    assert process.context.trace_id == send.context.trace_id
+    assert not process.status.is_ok and "cannot price it" in str(process.status.description)
