@@ -44,3 +44,34 @@ def extras_at(body: bytes, pos: int) -> tuple[str | None, int]:
             trace = body[pos:pos + size].decode("ascii")
         pos += size
     return trace, end
+
+
+class PeerFields:
+    """Whether to send optional fields to one peer, learnt from how its connections end.
+
+    A broker older than the fields fails on a fragment that carries them: it drops the
+    connection without a Close frame and says nothing more. So a connection lost while a
+    message whose first fragment carried them was unacknowledged is a doubt; optional fields
+    stop for good (this process) at the first doubt about a peer never seen reading them, at
+    the second in a row about one that has (its crash or restart costs no trace; an old
+    build put back in its place is still caught). Seen reading them: it acknowledged such a
+    message, or sent one itself. Without the fields a fragment is what old peers read.
+    """
+
+    __slots__ = ("_doubts", "_seen", "on")
+
+    def __init__(self) -> None:
+        self.on = True
+        self._seen = False
+        self._doubts = 0
+
+    def seen(self) -> None:
+        """The peer read (or wrote) optional fields."""
+        self._seen = True
+        self._doubts = 0
+
+    def doubt(self) -> None:
+        """A connection was lost while a message sent with optional fields was unacknowledged."""
+        self._doubts += 1
+        if self._doubts >= (2 if self._seen else 1):
+            self.on = False
