@@ -14,8 +14,9 @@ class OldSession(Session):
     """A `Session` that refuses a fragment with a flag bit above 3, as a07cbfb's did."""
 
     def _on_raw(self, raw: RawFrame, now: float) -> None:
-        if raw.ftype == FrameType.FRAGMENT:
-            _, pos = _acks_at(raw.body, 0)
+        key = self._receive_key(raw.ftype)
+        if raw.ftype == FrameType.FRAGMENT and key is not None and raw.verify(key):
+            _, pos = _acks_at(raw.body, 0)  # decoded after the MAC check, as it was
             if raw.body[pos + 16] > 3:  # a07cbfb frames._read_fragment: `if flags > 3`
                 raise RemoteProtocolError("bad fragment flags")
         super()._on_raw(raw, now)

@@ -1,18 +1,23 @@
-"""A newer transport sends traced messages over loopback TCP to one whose sessions decode
-fragments as brokers did before the optional fields (SPEC §15): the old end drops the
-first connection, the newer one reconnects and sends without the trace context, and every
-message arrives once, in order."""
+"""A newer transport (and a whole broker) sends traced messages over loopback TCP to one
+whose sessions decode fragments as brokers did before the optional fields (SPEC §15): the
+old end drops the first connection, the newer one reconnects and sends without the trace
+context, and every message arrives once, in order."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from uuid import UUID
 
 import pytest
 from support.old_peer import OldSession
+from support.otel import traced
 
+import sbroker
 from sbroker.protocol import Message, Session
+from sbroker.services.network import service
 from sbroker.services.network.transport import BrokerTransport, TransportConfig
 
+from .helpers import node, receive, route
 from .test_protocol_transport import SECRET, Recorder
 
 TRACE = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
@@ -64,3 +69,28 @@ def test_traced_messages_reach_an_old_transport_once_in_order_without_context(
     finally:
         a.stop()
         b.stop()
+
+
+def test_a_traced_dialog_reaches_an_old_broker_once_in_order_without_context(
+        tmp_path: Path, nodes: list[sbroker.Broker], monkeypatch: pytest.MonkeyPatch) -> None:
+    with traced():
+        a = node(tmp_path, "a", services={"SvcA": []}, fragment_size=1024)
+        b = node(tmp_path, "b", services={"SvcB": ["DEFAULT"]}, fragment_size=1024,
+                 start=False)
+        nodes += [a, b]
+        with monkeypatch.context() as m:
+            m.setattr(service, "BrokerTransport", OldTransport)
+            b.start()
+        route(a, "SvcB", b)
+        bodies = [b"%d" % i * (3000 if i == 2 else 1) for i in range(6)]
+        with a.transaction() as tx:
+            handle = tx.begin_dialog("SvcA", "SvcB")
+            for body in bodies:
+                tx.send(handle, body=body)
+        got = receive(b, len(bodies))
+    assert [msg.message_body for msg in got] == bodies
+    assert [msg.trace_context for msg in got] == [None] * len(bodies)
+    transport = b.network.transport
+    assert transport is not None
+    errors = [row["last_error"] for row in transport.connections()]  # a did send the trace
+    assert "protocol error: bad fragment flags" in errors

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from uuid import UUID
 
 import pytest
+from protocol_sim import Faults, Sim
 from support.old_peer import OldSession
 
 from sbroker.protocol import (
@@ -148,7 +149,7 @@ def test_an_old_peer_gets_every_traced_message_once_in_order_without_its_context
     assert not a.engine.optional_fields
 
 
-def test_later_messages_to_an_old_peer_go_without_the_field_on_the_same_connection() -> None:
+def test_later_messages_to_an_old_peer_go_without_the_field_from_then_on() -> None:
     a, b = Broker(A_ID), Broker(B_ID, old=True)
     _, now = deliver(a, b, messages(3))
     connections, _ = deliver(a, b, messages(5, first=3), now=now)
@@ -240,3 +241,32 @@ def test_a_connection_closed_with_a_close_frame_is_no_doubt() -> None:
     hang_up(sb, sa, 0.0)
     assert sa.closed and sa.stats.last_error is None
     assert a.engine.optional_fields
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_an_old_peer_on_a_hostile_wire_with_crashes_gets_every_message_once_in_order(
+        seed: int) -> None:
+    """The protocol simulation (drops, duplicates, corruption, refusals, crashes of either
+    broker: a crashed newer one starts again with optional fields and is refused again)."""
+    faults = Faults(drop=0.05, duplicate=0.05, corrupt=0.03, max_delay=0.05,
+                    crash_interval=0.5, refuse=0.02, commit=0.5)
+    sim = Sim(seed, faults, DialogConfig(fragment_size=48, send_window=8, reorder_window=8))
+    a, b = sim.add_node("A", {"svcA"}), sim.add_node("B", {"svcB"})
+    b.old = True
+    a.routes["svcB"], b.routes["svcA"] = b.instance, a.instance
+    sim.link(a, b)
+    expected: dict[DialogKey, list[bytes]] = {}
+    for c in range(3):
+        conv = UUID(int=sim.rng.getrandbits(128))
+        for seq in range(30):
+            text = b"%d:%d;" % (c, seq) * (20 if seq % 5 == 0 else 1)
+            to_b = Message(conv, True, seq, "T", text, "svcA", "svcB",
+                           trace_context=None if seq % 4 == 3 else TRACE)
+            to_a = Message(conv, False, seq, "T", text, "svcB", "svcA")  # the old one's
+            for sender, m in ((a, to_b), (b, to_a)):
+                sender.send(m)
+                expected.setdefault(m.key, []).append(m.body)
+    total = sum(map(len, expected.values()))
+    sim.run(lambda: sim.delivered == total and sim.acked == total, max_time=600.0)
+    for key, bodies in expected.items():
+        assert (b if key.from_initiator else a).queue[key] == bodies
