@@ -10,6 +10,7 @@ from types import TracebackType
 from typing import Any
 
 from sbroker.core import messages as m
+from sbroker.core import tracing
 from sbroker.core.catalog import Activation, Catalog
 from sbroker.core.clock import SYSTEM_CLOCK, Clock
 from sbroker.core.errors import DatabaseError, InvalidArgumentError
@@ -105,6 +106,7 @@ class Broker:
         interval = options.get("monitor_interval", 5.0)
         if isinstance(interval, bool) or not isinstance(interval, (int, float)) or interval <= 0:
             raise InvalidArgumentError("monitor_interval must be a number of seconds > 0")
+        tracing.resolve()  # on when the application set a tracer provider (SPEC §15)
         store = open_store(target, durability=options.get("durability", "normal"),
                            create=bool(options.get("create", True)))
         try:

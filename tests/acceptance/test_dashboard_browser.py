@@ -11,10 +11,12 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
+from support.otel import traced
 
 import sbroker
 from sbroker.apps.dashboard import DashboardServer
 from sbroker.apps.dashboard.demo import fill, talk
+from sbroker.core import tracing
 from tools.screenshots import CHROMIUM, PAGES
 
 pytestmark = pytest.mark.browser
@@ -135,4 +137,19 @@ def test_the_gantt_chart_of_a_finished_pipeline_shows_its_stages(
     expect(chart.locator("g.bar.task")).to_have_count(6)
     failed = page.locator("figure.gantt").first
     expect(failed.locator(".task-error")).to_contain_text("missing_table")
+    assert errors == []
+
+
+def test_a_traced_message_links_its_trace_id_to_the_trace_viewer(
+        demo: sbroker.Broker, page: Page, errors: list[str]) -> None:
+    with traced():
+        talk(demo, conversations=1, messages=1, queue="Traced")
+    (msg,) = demo.peek("Traced")
+    tid = tracing.trace_id(msg.trace_context)
+    assert tid is not None
+    with DashboardServer(demo, port=0, trace_url="http://viewer.test/t/{trace_id}") as server:
+        page.goto(server.url + "/queues/Traced")
+        expect(page.locator("#messages a.trace")).to_have_attribute(
+            "href", f"http://viewer.test/t/{tid}")
+        expect(page.locator("#messages a.trace")).to_have_text(tid)
     assert errors == []

@@ -10,7 +10,8 @@ import pytest
 from sbroker.core.messages import Message, message_from_row
 
 # Every column a different value, so a field set from the wrong column shows.
-ROW = (1, 5, 123, "GROUP", "HANDLE", 7, "svc", "contract", "type", "NONE", b"body", "ID", 1.5)
+ROW = (1, 5, 123, "GROUP", "HANDLE", 7, "svc", "contract", "type", "NONE", b"body", "ID", 1.5,
+       "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
 
 
 def test_a_full_row_gives_every_field_from_its_own_column() -> None:
@@ -28,3 +29,8 @@ def test_the_message_stays_frozen() -> None:
 def test_a_row_without_the_enqueue_time_takes_the_default() -> None:
     assert message_from_row(ROW[:12]) == Message(*ROW[:12])
     assert message_from_row(ROW[:12]).message_enqueue_time == 0.0
+
+
+def test_a_row_without_a_trace_context_has_none() -> None:
+    assert message_from_row(ROW[:13]) == Message(*ROW[:13])
+    assert message_from_row(ROW[:13]).trace_context is None

@@ -33,13 +33,14 @@ def _server_class() -> type[DashboardServer]:
 
 
 def make_server(broker: Broker, host: str, port: int, token: str | None,
-                spark_ui: str | None = None) -> DashboardServer:
+                spark_ui: str | None = None, trace_url: str | None = None) -> DashboardServer:
     """A DashboardServer, or one clear line (and exit code 1) for a bad host, port or token."""
     server_class = _server_class()
     from sbroker.apps.dashboard import DashboardError
 
     try:
-        return server_class(broker, host=host, port=port, token=token, spark_ui=spark_ui)
+        return server_class(broker, host=host, port=port, token=token, spark_ui=spark_ui,
+                            trace_url=trace_url)
     except (DashboardError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
 
@@ -53,6 +54,14 @@ def check_options(host: str, token: str | None) -> None:
         check_bind(host, token)
     except DashboardError as exc:
         raise click.ClickException(str(exc)) from None
+
+
+def check_trace_url(template: str | None) -> None:
+    """--trace-url: an http(s) address with ``{trace_id}`` in it, or one clear line."""
+    if template is not None and (not template.startswith(("http://", "https://"))
+                                 or "{trace_id}" not in template):
+        raise click.ClickException(
+            f"--trace-url must be an http(s) URL with {{trace_id}} in it, got {template!r}")
 
 
 def dashboard_options(prefix: str) -> Callable[[F], F]:
@@ -73,18 +82,21 @@ def dashboard_options(prefix: str) -> Callable[[F], F]:
 @dashboard_options("")
 @click.option("--spark-ui", default=None, metavar="URL",
               help="Link to this Spark UI (default: the executor's, when its UI is on).")
+@click.option("--trace-url", default=None, metavar="TEMPLATE",
+              help="Link trace ids to this trace viewer: an http(s) URL with {trace_id} in it.")
 @click.pass_context
 def dashboard(ctx: click.Context, host: str, port: int, token: str | None,
-              spark_ui: str | None) -> None:
+              spark_ui: str | None, trace_url: str | None) -> None:
     """Serve the web dashboard, /metrics and the JSON API of the database (Ctrl-C stops)."""
     check_options(host, token)
+    check_trace_url(trace_url)
     try:
         broker = open_broker(ctx)  # a typo in --db never serves a new empty file
     except BrokerError as exc:
         click.echo(f"sbroker: error {exc.number}: {exc}", err=True)
         sys.exit(1)
     try:
-        server = make_server(broker, host, port, token, spark_ui)
+        server = make_server(broker, host, port, token, spark_ui, trace_url)
         click.echo(f"sbroker: dashboard of {ctx.obj['db']} on {server.url}"
                    f"{' (token required)' if token else ''}; Ctrl-C stops it")
         # uvicorn stops on SIGINT/SIGTERM, then raises the signal again: end quietly, code 0

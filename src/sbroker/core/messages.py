@@ -96,6 +96,8 @@ class Message:
     message_body: bytes
     message_id: str
     message_enqueue_time: float = 0.0  # seconds since the epoch, on the broker's clock
+    # The W3C ``traceparent`` of the SEND that made the message (SPEC §15), or None.
+    trace_context: str | None = None
 
     def text(self) -> str:
         """The body decoded as UTF-8."""
@@ -128,12 +130,12 @@ def message_from_row(
     _f: Any = _set["message_sequence_number"], _g: Any = _set["service_name"],
     _h: Any = _set["service_contract_name"], _i: Any = _set["message_type_name"],
     _j: Any = _set["validation"], _k: Any = _set["message_body"], _l: Any = _set["message_id"],
-    _n: Any = _set["message_enqueue_time"],
+    _n: Any = _set["message_enqueue_time"], _o: Any = _set["trace_context"],
 ) -> Message:
     """``Message(*row)`` for a queue row of all its columns, without the frozen dataclass's
     ``__init__`` (which sets each field through ``object.__setattr__``): RECEIVE makes one per
     row. The bound slot setters below are the fields in order."""
-    if len(row) != 13:
+    if len(row) != 14:
         return _m(*row)
     msg: Message = _new(_m)
     _a(msg, row[0])
@@ -149,4 +151,5 @@ def message_from_row(
     _k(msg, row[10])
     _l(msg, row[11])
     _n(msg, row[12])
+    _o(msg, row[13])
     return msg

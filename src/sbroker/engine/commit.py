@@ -57,8 +57,10 @@ class Commit:
         self._eps = eps
         self.alone = alone  # the commit does nothing but its SENDs
         self._sent = senders(ops, eps)
+        # A traced SEND stores its context the ordinary way (the direct statements carry none).
+        traced = any(type(op) is Send and op.trace is not None for op in ops)
         self._count = sum(len(op.handles) for op in ops if type(op) is Send) \
-            if self._sent else 0
+            if self._sent and not traced else 0
         self._answer: Callable[[], bool] | None = None
         self._direct: list[Direct] = []
 
@@ -139,11 +141,12 @@ def apply_ops(ctx: Context, ops: list[Op], eps: dict[str, Endpoint]) -> None:
     send = dialogs.send_user_message
     for op in ops:
         if type(op) is Send:  # the common case first, unpacked as the tuple it is
-            handles, mtype, body = op
+            handles, mtype, body, ctx.trace = op
             for handle in handles:
                 send(ctx, handle, mtype, body)
             continue
         dialogs.flush(ctx)  # SENDs numbered in memory are written before anything else
+        ctx.trace = None
         match op:
             case Begin(endpoint):
                 insert_endpoint(ctx, replace(endpoint))

@@ -164,7 +164,7 @@ def _send_fast(ctx: Context, fast: Fast, mtype: str, body: bytes) -> bool:
     queue_id, group_id, peer, conv_order, priority, service, contract = fast.peer
     ctx.rows.append((
         queue_id, group_id, peer, conv_order, fast.seq, 1, priority, 0, mtype,
-        mt.validation_code, body, m.new_id(), service, contract, ctx.now,
+        mt.validation_code, body, m.new_id(), service, contract, ctx.now, ctx.trace,
     ))
     fast.seq += 1
     ctx.ready_queues.add(queue_id)
@@ -272,7 +272,7 @@ def _to_transmission_queue(
         ctx.conn.sql.insert_transmission,
         (ep.handle, ep.conversation_id, int(ep.is_initiator), ep.service, ep.far_service,
          ep.far_broker_instance, ep.contract, mtype, msn, body, priority, message_id, ctx.now,
-         status, int(mtype in (m.END_DIALOG, m.ERROR))),
+         status, int(mtype in (m.END_DIALOG, m.ERROR)), ctx.trace),
     )
     ctx.tq_changed = True
 

@@ -54,7 +54,7 @@ def redeliver_waiting(ctx: Context) -> int:
     blocked: set[str] = set()
     sql = ctx.conn.sql
     rows = ctx.conn.query_all(sql.waiting_transmissions)
-    for tq_id, handle, msn, mtype, body, message_id in rows:
+    for tq_id, handle, msn, mtype, body, message_id, ctx.trace in rows:
         if handle in blocked:
             continue
         ep = load_endpoint(ctx.conn, handle)
@@ -72,4 +72,5 @@ def redeliver_waiting(ctx: Context) -> int:
             ctx.conn.execute(sql.set_transmission_status, (status, tq_id))
             blocked.add(handle)
     flush(ctx)
+    ctx.trace = None
     return delivered

@@ -111,6 +111,8 @@ class Context:
     rows: list[tuple[object, ...]] = field(default_factory=list)
     changed: set[str] = field(default_factory=set)
     sending: Sending = field(default_factory=Sending)
+    # The traceparent the messages written now carry (the SEND's, or a received message's).
+    trace: str | None = None
 
 def insert_endpoint(ctx: Context, ep: Endpoint) -> None:
     row = ctx.conn.query_one(ctx.conn.sql.insert_endpoint, astuple(ep)[1:])
@@ -131,7 +133,7 @@ def enqueue(
         mtype in ctx.catalog.message_types) else "N"
     row = (ep.queue_id, ep.group_id, ep.handle, ep.conv_order, msn, status, ep.priority,
            int(is_timer), mtype, validation, body, message_id, ep.service, ep.contract,
-           ctx.now)
+           ctx.now, ctx.trace)
     if defer:
         ctx.rows.append(row)
     else:

@@ -23,6 +23,7 @@ class Send(NamedTuple):
     handles: tuple[str, ...]
     message_type: str
     body: bytes
+    trace: str | None = None  # the traceparent of its send span (tracing on), else None
 
 
 class End(NamedTuple):

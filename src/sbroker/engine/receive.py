@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sbroker.core import messages as m
+from sbroker.core import tracing
 from sbroker.core.catalog import Catalog, Queue
 from sbroker.core.errors import (
     ConversationNotFoundError,
@@ -73,9 +74,14 @@ class Receiving:
             raise InvalidArgumentError(f"top must be an int >= 0 or None, got {top!r}")
         if top == 0:
             return []
-        return self._wait_for(queue, timeout, conversation_handle, conversation_group_id,
+        tracer = tracing.TRACER
+        start = 0 if tracer is None else tracing.before_receive()
+        msgs = self._wait_for(queue, timeout, conversation_handle, conversation_group_id,
                               lambda q, group, handle, probing:
                               self._take(q, group, handle, top, probing))
+        if msgs and tracer is not None:
+            tracing.receive(tracer, queue, msgs, start)
+        return msgs
 
     def ready_groups(self, queue: str) -> list[tuple[str, int, int, str]]:
         """The queue's conversation groups with ready messages that no transaction holds:

@@ -74,6 +74,8 @@ class DialogEngine:
                 self._events.extend(self._out.ack(entry, now))
             self._out.acks_done(now)
         if isinstance(frame, Fragment):
+            if frame.trace is not None:  # a peer that writes optional fields reads them
+                self._out.fields.seen()
             self._events.extend(self._in.fragment(frame, now))
 
     def next_frame(self, now: float) -> Fragment | Ack | None:
@@ -92,11 +94,12 @@ class DialogEngine:
         self.owner = owner
         self._out.link_up()
 
-    def link_down(self, owner: object = None) -> None:
-        """`owner`'s connection is gone; ignored when another one has taken over since."""
+    def link_down(self, owner: object = None, lost: bool = False) -> None:
+        """`owner`'s connection is gone (`lost`: without a Close from the peer, which may
+        mean it could not read optional fields); ignored when another one has taken over."""
         if owner is self.owner:
             self.owner = None
-            self._out.link_down()
+            self._out.link_down(lost)
 
     # -- time -----------------------------------------------------------------------------
 
@@ -129,6 +132,11 @@ class DialogEngine:
     def busy(self) -> bool:
         """Unacknowledged messages, pending acks or partial messages: not idle."""
         return bool(self._out.unacked or self._in.has_pending_acks or self._in.has_partial)
+
+    @property
+    def optional_fields(self) -> bool:
+        """False once the peer is taken for one that cannot read optional fields (trace)."""
+        return self._out.fields.on
 
     @property
     def unacked_messages(self) -> int:

@@ -49,6 +49,7 @@ class Message:
     origin_instance: UUID | None = None
     target_instance: UUID | None = None
     expires_at: float | None = None
+    trace_context: str | None = None  # the W3C traceparent of its SEND, when traced
     _key: DialogKey = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -91,7 +92,8 @@ class Message:
         return header
 
     @classmethod
-    def from_header(cls, key: DialogKey, seq: int, header: MessageHeader, body: bytes) -> Message:
+    def from_header(cls, key: DialogKey, seq: int, header: MessageHeader, body: bytes,
+                    trace_context: str | None = None) -> Message:
         return cls(
             key.conversation_id,
             key.from_initiator,
@@ -105,6 +107,7 @@ class Message:
             header.origin_instance,
             header.target_instance,
             header.expires_at,
+            trace_context,
         )
 
 

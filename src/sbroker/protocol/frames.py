@@ -16,6 +16,7 @@ from typing import ClassVar, TypeAlias
 from uuid import UUID
 
 from sbroker.protocol.errors import LocalProtocolError, RemoteProtocolError
+from sbroker.protocol.extras import HAS_EXTRA, MAX_TRACE, extras, extras_at
 
 __all__ = [
     "NONCE_SIZE",
@@ -233,6 +234,7 @@ class Fragment:
     payload: bytes
     header: MessageHeader | None = None
     acks: tuple[AckEntry, ...] = ()
+    trace: str | None = None  # the message's W3C traceparent, on fragment 0 only (optional)
 
     def __post_init__(self) -> None:
         _check(0 <= self.seq <= _U64, "seq out of range")
@@ -240,6 +242,7 @@ class Fragment:
         _check(0 <= self.index < self.count, "index out of range")
         _check((self.index == 0) == (self.header is not None), "header iff index 0")
         _check(len(self.acks) <= MAX_ACKS, "too many acks")
+        _check(self.trace is None or (self.index == 0 and len(self.trace) <= MAX_TRACE), "trace")
 
 
 @dataclass(frozen=True, slots=True)
@@ -340,7 +343,8 @@ def encode_body(frame: Frame) -> bytes:
     if isinstance(frame, Fragment):
         head = _FRAG.pack(
             frame.key.conversation_id.bytes,
-            int(frame.key.from_initiator) | (_HAS_HEADER if frame.header else 0),
+            int(frame.key.from_initiator) | (_HAS_HEADER if frame.header else 0)
+            | (HAS_EXTRA if frame.trace is not None else 0),
             frame.seq,
             frame.index,
             frame.count,
@@ -348,7 +352,8 @@ def encode_body(frame: Frame) -> bytes:
         h = frame.header
         if h is None:
             return b"".join((_acks(frame.acks), head, frame.payload))
-        return b"".join((_acks(frame.acks), head, _header_bytes(h), frame.payload))
+        extra = b"" if frame.trace is None else extras(frame.trace)
+        return b"".join((_acks(frame.acks), head, _header_bytes(h), extra, frame.payload))
     if isinstance(frame, Ack):
         return _acks(frame.acks)
     if isinstance(frame, Hello):
@@ -481,7 +486,7 @@ def _read_fragment(r: _Reader) -> Fragment:
     body = r.data
     acks, pos = _acks_at(body, r.pos)
     flags = body[pos + 16] if pos + 16 < len(body) else 0
-    if flags > 3:
+    if flags > 7 or (flags & HAS_EXTRA and not flags & _HAS_HEADER):
         raise RemoteProtocolError("bad fragment flags")
     key = _key(body[pos : pos + 16] + bytes([flags & 1]))
     _, _, seq, index, count = _FRAG.unpack_from(body, pos)
@@ -499,8 +504,9 @@ def _read_fragment(r: _Reader) -> Fragment:
                 _HEADER_CACHE.clear()
             _HEADER_CACHE[raw] = header
         pos = end
+    trace, pos = extras_at(body, pos) if flags & HAS_EXTRA else (None, pos)
     r.pos = len(body)
-    return Fragment(key, seq, index, count, body[pos:], header, acks)
+    return Fragment(key, seq, index, count, body[pos:], header, acks, trace)
 
 
 # Decoded message headers by their bytes: the messages of a dialog repeat the same header

@@ -53,11 +53,12 @@ class PartialMessage:
 
 
 class _Reassembly:
-    __slots__ = ("count", "header", "parts", "size")
+    __slots__ = ("count", "header", "parts", "size", "trace")
 
     def __init__(self, count: int) -> None:
         self.count = count
         self.header: MessageHeader | None = None
+        self.trace: str | None = None
         self.parts: dict[int, bytes] = {}
         self.size = 0
 
@@ -177,7 +178,7 @@ class Inbound:
         r.parts[frag.index] = frag.payload
         r.size += len(frag.payload)
         if frag.header is not None:
-            r.header = frag.header
+            r.header, r.trace = frag.header, frag.trace
         if seq != d.delivered_next:
             if r.complete and d.gap_at is None:
                 self._gap(frag.key, d, now)
@@ -215,7 +216,8 @@ class Inbound:
             self.malformed += 1  # inconsistent: dropped, retransmission retries
             return []
         d.delivered_next += 1
-        return [MessageReceived(Message.from_header(frag.key, frag.seq, header, frag.payload))]
+        return [MessageReceived(Message.from_header(frag.key, frag.seq, header, frag.payload,
+                                                    frag.trace))]
 
     @staticmethod
     def _assemble(key: DialogKey, seq: int, r: _Reassembly) -> Message | None:
@@ -223,7 +225,7 @@ class Inbound:
         if header is None or r.size != header.body_length:
             return None
         body = b"".join(r.parts[i] for i in range(r.count))
-        return Message.from_header(key, seq, header, body)
+        return Message.from_header(key, seq, header, body, r.trace)
 
     # -- caller confirmations -------------------------------------------------------------
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from sbroker.protocol.errors import LocalProtocolError
 from sbroker.protocol.events import Message, MessageAcked
+from sbroker.protocol.extras import PeerFields
 from sbroker.protocol.frames import (
     AckEntry,
     DialogKey,
@@ -80,7 +81,7 @@ class _OutMsg:
     """One unacknowledged message and where its current transmission stands."""
 
     __slots__ = ("count", "fast_at", "gen", "header", "message", "next_index", "queued",
-                 "resent", "rto", "sent_at", "sent_no")
+                 "resent", "rto", "sent_at", "sent_no", "traced")
 
     def __init__(self, message: Message, header: MessageHeader, count: int, rto: float) -> None:
         self.message = message
@@ -94,6 +95,7 @@ class _OutMsg:
         self.sent_no = 0  # the Outbound's count of whole messages sent, at that moment
         self.resent = False  # sent more than once: its ack times no round trip
         self.fast_at = -math.inf  # when an ack last had it resent at once
+        self.traced = False  # fragment 0 went with optional fields on the current link
 
 
 class _OutDialog:
@@ -133,6 +135,7 @@ class Outbound:
         self._srtt: float | None = None
         self._rttvar = 0.0
         self._min_rtt = math.inf
+        self.fields = PeerFields()  # whether fragment 0 carries optional fields (trace)
         self.retransmissions = 0
         self.fast_retransmissions = 0
         self.probes = 0
@@ -177,6 +180,8 @@ class Outbound:
         last = None
         while d.msgs and d.msgs[0].message.seq < entry.next_seq:
             m = last = d.msgs.popleft()
+            if m.traced:
+                self.fields.seen()
             del d.by_seq[m.message.seq]
             d.released = max(0, d.released - 1)  # an ack may cover unsent messages
             m.gen += 1
@@ -307,10 +312,15 @@ class Outbound:
                 m = d.msgs[i]
                 m.gen += 1
                 m.sent_at = None
+                m.traced = False
                 self._queue(key, d, m)
 
-    def link_down(self) -> None:
+    def link_down(self, lost: bool = False) -> None:
+        """The connection ended; `lost`: without a Close from the peer (see `PeerFields`)."""
         self._link_up = False
+        if lost and self.fields.on and any(
+                m.traced for d in self._dialogs.values() for m in d.msgs):
+            self.fields.doubt()
 
     # -- producing fragments --------------------------------------------------------------
 
@@ -365,8 +375,11 @@ class Outbound:
         i = m.next_index
         msg = m.message
         payload = msg.body[i * size : (i + 1) * size]
-        header = m.header if i == 0 else None
-        return Fragment(msg.key, msg.seq, i, m.count, payload, header, acks)
+        if i:
+            return Fragment(msg.key, msg.seq, i, m.count, payload, None, acks)
+        trace = msg.trace_context if self.fields.on else None
+        m.traced = trace is not None
+        return Fragment(msg.key, msg.seq, i, m.count, payload, m.header, acks, trace)
 
     # -- retransmission -------------------------------------------------------------------
 

@@ -333,9 +333,10 @@ class Session:
         for frame, at in early:
             engine.frame_received(frame, at)
 
-    def detach(self) -> None:
+    def detach(self, lost: bool = False) -> None:
+        """Let go of the engine (`lost`: the connection ended without a Close frame)."""
         if self._engine is not None:
-            self._engine.link_down(self)
+            self._engine.link_down(self, lost)
             self._engine = None
 
     @property
@@ -430,17 +431,17 @@ class Session:
     def connection_lost(self, now: float, error: str | None = None) -> None:
         """The transport went away (EOF or error)."""
         if self.phase is not Phase.CLOSED:
-            self._shut(error or "connection lost", error, now)
+            self._shut(error or "connection lost", error, now, lost=True)
 
     def _fail(self, error: str, now: float) -> None:
         self._shut(error, error, now)
 
-    def _shut(self, reason: str, error: str | None, now: float) -> None:
+    def _shut(self, reason: str, error: str | None, now: float, lost: bool = False) -> None:
         self.phase = Phase.CLOSED
         if error is not None:
             self.stats.last_error = error
         self.stats.last_activity = now
-        self.detach()
+        self.detach(lost)
         self._events.append(ConnectionClosed(reason, error))
 
 

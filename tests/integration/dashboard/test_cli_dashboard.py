@@ -73,3 +73,17 @@ def test_the_dashboard_of_a_missing_database_is_refused_and_no_file_is_made(
         f"sbroker: error 5120: no broker database at {db}: create it with `sbroker --db {db}"
         " init`, or give --db (or SBROKER_DB) the path of an existing one")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_trace_url_that_is_no_http_template_is_refused_in_one_line(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from sbroker.cli import main
+
+    for bad in ("ftp://traces/{trace_id}", "https://traces/without-the-id"):
+        result = CliRunner().invoke(main, ["--db", str(tmp_path / "x.db"), "dashboard",
+                                           "--port", "0", "--trace-url", bad])
+        assert result.exit_code == 1
+        assert result.output.strip().endswith(
+            f"--trace-url must be an http(s) URL with {{trace_id}} in it, got {bad!r}")
+    assert list(tmp_path.iterdir()) == []

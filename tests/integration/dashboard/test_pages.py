@@ -4,12 +4,16 @@ bad input into a 4xx page (never a traceback)."""
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
+from support.otel import traced
 
 import sbroker
 from sbroker.apps.dashboard.reader import API_VIEWS, PAGE_SIZE
+from sbroker.apps.spark import StubRunner
+from sbroker.core import tracing
 
 from .helpers import send
 
@@ -149,3 +153,25 @@ def test_a_failure_inside_is_a_500_page_without_a_traceback(
     r = client.get("/queues/TargetQueue")
     assert r.status_code == 500 and "RuntimeError" in r.text
     assert "Traceback" not in r.text and "disk on fire" not in r.text
+
+
+def test_messages_and_tasks_show_their_trace_ids_linked_to_the_trace_viewer(
+        pair: sbroker.Broker, make_client: Any) -> None:
+    send(pair, 1, body="untraced")
+    with traced():
+        send(pair, 1, body="traced")
+    (_, traced_msg) = pair.peek("TargetQueue")
+    tid = tracing.trace_id(traced_msg.trace_context)
+    assert tid is not None
+    pair.install_executor(runner=StubRunner())  # not started: nothing runs
+    with pair.transaction() as tx:  # an ExecutionLog row as the executor marks it started
+        tx.execute("INSERT INTO ExecutionLog(CallerID, SchedulerHandle, Task, QueuedTime, "
+                   "Status, TraceContext) VALUES ('c', 'h', '{}', ?, 'running', ?)",
+                   ("2026-01-01T00:00:00+00:00", traced_msg.trace_context))
+    viewer = make_client(trace_url="https://traces.example/trace/{trace_id}")
+    link = f'href="https://traces.example/trace/{tid}"'
+    queue_page = viewer.get("/queues/TargetQueue").text
+    assert queue_page.count(link) == 1 and "<td>-</td></tr>" in queue_page  # the untraced
+    assert viewer.get("/scheduler").text.count(link) == 1
+    plain = make_client().get("/queues/TargetQueue").text
+    assert f'<span class="trace mono">{tid}</span>' in plain and "href=\"https://" not in plain

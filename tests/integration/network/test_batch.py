@@ -49,14 +49,15 @@ def test_many_rows_in_one_insert_and_receive_seqs_in_one_update(
         broker: sbroker.Broker) -> None:
     ep = _endpoints(broker, 2)[1]
     rows = [(ep.queue_id, ep.group_id, ep.handle, ep.conv_order, i, 1, 5, 0, "DEFAULT", "N",
-             bytes([i]) * i, f"id-{i}", "S", "DEFAULT", 1732281234.5678901 + i)
+             bytes([i]) * i, f"id-{i}", "S", "DEFAULT", 1732281234.5678901 + i,
+             None if i % 2 else f"00-{i:032x}-{i:016x}-01")
             for i in range(7)]
     with broker.db.connection() as conn:
         batch.insert_messages(conn, rows)
         batch.set_receive_seqs(conn, {ep.handle: 7})
-        stored = conn.execute("SELECT msn, body, message_id, enqueued_at FROM sb_messages"
-                              " ORDER BY queuing_order").fetchall()
+        stored = conn.execute("SELECT msn, body, message_id, enqueued_at, trace_context"
+                              " FROM sb_messages ORDER BY queuing_order").fetchall()
         seq = conn.execute("SELECT receive_seq FROM sb_endpoints WHERE handle = ?",
                            (ep.handle,)).fetchone()[0]
-    assert stored == [(i, bytes([i]) * i, f"id-{i}", 1732281234.5678901 + i) for i in range(7)]
+    assert stored == [row[4:5] + row[10:12] + row[14:] for row in rows]
     assert seq == 7

@@ -23,7 +23,7 @@ SAMPLES = {
     "sb_ready_senders": ("'[1, 2, 3]'",),
     "sb_lock_conversations": ("'[\"C1\"]'",),
     "sb_insert_message": ("2", "'G'", "'H'", "1", "1", "1", "5", "0", "'DEFAULT'", "'NONE'",
-                          "'\\x00'::bytea", "'M'", "'TS'", "'DEFAULT'", "0"),
+                          "'\\x00'::bytea", "'M'", "'TS'", "'DEFAULT'", "0", "NULL"),
     "sb_insert_messages_json": ("'[]'", "'\\x00'::bytea"),
     "sb_set_send_seq": ("1", "2"),
     "sb_receive_take_next": ("2", "10", "'[]'"),

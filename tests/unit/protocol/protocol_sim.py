@@ -20,6 +20,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from uuid import UUID
 
+from support.old_peer import OldSession
+
 from sbroker.protocol import (
     AuthenticationFailed,
     ConnectionClosed,
@@ -61,6 +63,7 @@ class Node:
         self.services = services
         self.secret = SECRET
         self.routes: dict[str, UUID] = {}
+        self.old = False  # decodes fragments as brokers before the optional fields did
         # durable
         self.queue: dict[DialogKey, list[bytes]] = defaultdict(list)
         self.next_seq: dict[DialogKey, int] = defaultdict(int)
@@ -135,14 +138,14 @@ class Connection:
 
     def __init__(self, sim: Sim, a: Node, b: Node, now: float) -> None:
         self.sim, self.a, self.b = sim, a, b
-        self.sa = Session(
+        self.sa = (OldSession if a.old else Session)(
             sim.session_config(a, expected=b.instance),
             initiator=True,
             rng=sim.rng,
             now=now,
             engine_for=a.engine,
         )
-        self.sb = Session(
+        self.sb = (OldSession if b.old else Session)(
             sim.session_config(b), initiator=False, rng=sim.rng, now=now, engine_for=b.engine
         )
         self.alive = True

@@ -101,7 +101,8 @@ def _error_handlers(site: Site) -> dict[object, Callable[[Request, Exception],
 def create_app(broker: BrokerAPI, options: DashboardOptions | None = None) -> Starlette:
     """The dashboard of one open broker (``Broker.open(...)``; it need not be started)."""
     opts = options or DashboardOptions()
-    site = Site(broker, Reader(broker), opts, Access(opts.token, opts.loopback), templates())
+    site = Site(broker, Reader(broker), opts, Access(opts.token, opts.loopback),
+                templates(opts.trace_url))
     routes: list[BaseRoute] = [route for module in PAGES for route in module.routes(site)]
     routes.append(Mount("/static", StaticFiles(directory=HERE / "static"), name="static"))
     return Starlette(routes=routes, middleware=[Middleware(Guard, site=site)],

@@ -65,7 +65,8 @@ FROM Schedulers s ORDER BY s.CreatedTime DESC LIMIT 100
 -- name: log_page
 SELECT LogID AS "LogID", Pool AS "Pool", Status AS "Status", Worker AS "Worker",
        QueuedTime AS "QueuedTime", StartTime AS "StartTime", EndTime AS "EndTime",
-       Error AS "Error", Task AS "Task", SparkJobIds AS "SparkJobIds"
+       Error AS "Error", Task AS "Task", SparkJobIds AS "SparkJobIds",
+       TraceContext AS "TraceContext"
 FROM ExecutionLog
 WHERE (%(status)s::text IS NULL OR Status = %(status)s)
     AND (%(pool)s::text IS NULL OR Pool = %(pool)s)

@@ -30,10 +30,10 @@ class DashboardServer:
 
     def __init__(self, broker: BrokerAPI, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
                  token: str | None = None, refresh: float = 3.0,
-                 spark_ui: str | None = None) -> None:
+                 spark_ui: str | None = None, trace_url: str | None = None) -> None:
         check_bind(host, token)
         self.options = DashboardOptions(token=token or None, loopback=is_loopback(host),
-                                        refresh=refresh, spark_ui=spark_ui)
+                                        refresh=refresh, spark_ui=spark_ui, trace_url=trace_url)
         self.app = create_app(broker, self.options)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.socket = socket.socket(family, socket.SOCK_STREAM)

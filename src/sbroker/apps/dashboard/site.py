@@ -18,6 +18,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from sbroker.apps.dashboard import timeline
 from sbroker.apps.dashboard.reader import Reader
 from sbroker.apps.dashboard.security import CSRF_FIELD, Access
+from sbroker.core import tracing
 from sbroker.engine.api import BrokerAPI
 
 __all__ = ["DashboardOptions", "Endpoint", "Site", "local_path"]
@@ -33,12 +34,14 @@ Endpoint = Callable[[Request], Awaitable[Response]]
 @dataclass(frozen=True)
 class DashboardOptions:
     """``token``: needed for actions (and for reading off loopback); ``loopback``: bound to a
-    loopback address; ``refresh``: seconds between page updates; ``spark_ui``: its address."""
+    loopback address; ``refresh``: seconds between page updates; ``spark_ui``: its address;
+    ``trace_url``: a trace viewer's address with ``{trace_id}`` in it (SPEC §15)."""
 
     token: str | None = None
     loopback: bool = True
     refresh: float = 3.0
     spark_ui: str | None = None
+    trace_url: str | None = None
 
 
 def _age(seconds: float | None) -> str:
@@ -82,12 +85,13 @@ def local_path(value: object, default: str) -> str:
     return default
 
 
-def templates() -> Environment:
-    """The Jinja2 templates with the dashboard's filters."""
+def templates(trace_url: str | None = None) -> Environment:
+    """The Jinja2 templates with the dashboard's filters; ``trace_url`` links trace ids."""
     env = Environment(loader=FileSystemLoader(HERE / "templates"),
                       autoescape=select_autoescape(["html"]))
     env.filters.update(age=_age, epoch=_epoch, body=_body, clock=_clock,
-                       task=timeline.task_name)
+                       task=timeline.task_name, trace_id=tracing.trace_id)
+    env.globals["trace_url"] = trace_url  # the trace macro links trace ids with it
     return env
 
 

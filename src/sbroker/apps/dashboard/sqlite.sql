@@ -60,7 +60,8 @@ FROM Schedulers s ORDER BY s.CreatedTime DESC LIMIT 100
 
 -- name: log_page
 -- The ExecutionLog, newest first, searched by status, scheduler (its pool) and queued time.
-SELECT LogID, Pool, Status, Worker, QueuedTime, StartTime, EndTime, Error, Task, SparkJobIds
+SELECT LogID, Pool, Status, Worker, QueuedTime, StartTime, EndTime, Error, Task, SparkJobIds,
+    TraceContext
 FROM ExecutionLog
 WHERE (:status IS NULL OR Status = :status) AND (:pool IS NULL OR Pool = :pool)
     AND (:since IS NULL OR QueuedTime >= :since) AND (:until IS NULL OR QueuedTime < :until)

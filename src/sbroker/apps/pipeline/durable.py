@@ -41,6 +41,7 @@ from sbroker.apps.scheduler.executor import DIED, recover_dead_tasks
 from sbroker.apps.spark.tasks import TaskResult
 from sbroker.apps.sql import read, statements
 from sbroker.core import messages as m
+from sbroker.core import tracing
 from sbroker.core.errors import BrokerError
 from sbroker.engine.api import BrokerAPI
 from sbroker.engine.transaction import Transaction
@@ -49,6 +50,7 @@ __all__ = ["DurableRunner", "latest_unfinished", "resume_run", "start_run"]
 log = logging.getLogger("sbroker.pipeline")
 RECOVERY_SECONDS = 2.0  # while waiting, look for attempts whose executor died this often
 DRAIN_SECONDS = 10.0  # after Ctrl-C, how long cancelled attempts are waited for
+_FINAL = frozenset({"succeeded", "failed", "skipped", "cancelled"})
 
 
 def _iso(epoch: float) -> str:
@@ -97,6 +99,7 @@ class DurableRunner:
         self.sql = statements(broker, "sbroker.apps.pipeline")
         self.clock = broker.clock
         self._interrupting = False
+        self._trace: tracing.RunTrace | None = None  # the run's spans, while tracing is on
 
     # -- creating and resuming ---------------------------------------------------------------
     def create(self, tx: Transaction | None = None) -> RunState:
@@ -189,7 +192,19 @@ class DurableRunner:
     def drive(self, state: RunState, stop: threading.Event | None = None) -> RunState:
         """Run ``state`` until every task ended; Ctrl-C cancels what runs and leaves the run
         ``cancelled`` (resumable); ``stop`` (a server stopping) leaves it as it stands, for a
-        resume.  Never raises for a failed task."""
+        resume.  Never raises for a failed task.  Traced, the run is one trace (SPEC §15)."""
+        if tracing.TRACER is None:
+            return self._drive(state, stop)
+        trace = self._trace = tracing.RunTrace(tracing.TRACER, state.run_id,
+                                               self.pipeline.name, resumed=state.resumed)
+        try:
+            with tracing.current(trace.run):
+                return self._drive(state, stop)
+        finally:
+            trace.finish(state.status, {n: (t.status, t.error) for n, t in state.tasks.items()})
+            self._trace = None
+
+    def _drive(self, state: RunState, stop: threading.Event | None) -> RunState:
         self.listener.run_started(state)
         if state.status == "succeeded":
             state.finished_at = state.started_at
@@ -238,8 +253,15 @@ class DurableRunner:
         now, handle = self.clock.now(), state.handle
         assert handle is not None
         for task in ready:
-            log_id = send_task(self.broker, tx, handle, task.spec.task,
-                               self.pipeline.name)
+            trace = self._trace
+            if trace is None:
+                log_id = send_task(self.broker, tx, handle, task.spec.task, self.pipeline.name)
+            else:  # the attempt's span is current while it is sent: its spans join it
+                span = trace.start_attempt(task.name, task.attempts + 1)
+                with tracing.current(span):
+                    log_id = send_task(self.broker, tx, handle, task.spec.task,
+                                       self.pipeline.name)
+                trace.sent(span, log_id)
             task.attempts += 1
             task.status, task.log_id, task.timed_out = "running", log_id, False
             task.deadline = None if task.spec.timeout is None else now + task.spec.timeout
@@ -276,9 +298,11 @@ class DurableRunner:
                               timeout=wait)
             for msg in msgs:
                 if msg.message_type_name == schema.ASYNC_DONE:
-                    task = self._record(tx, state, result_of(msg))
+                    result = result_of(msg)
+                    task = self._record(tx, state, result)
                     if task is not None:
                         ended.append(task)
+                        self._trace_attempt(task, result)
                 elif msg.message_type_name in (m.END_DIALOG, m.ERROR):
                     raise BrokerError(f"the dialog of run {state.run_id} ended under it")
             if ended:
@@ -292,8 +316,18 @@ class DurableRunner:
         for task in ended:
             task.finished_at = self.clock.monotonic()
             self.listener.task_finished(state, task)
+            if self._trace is not None and task.status in _FINAL:
+                self._trace.task_ended(task.name, task.status, task.error)
         self._started(state, started)
         return ended
+
+    def _trace_attempt(self, task: TaskState, result: TaskResult) -> None:
+        """An attempt's outcome in the run's trace, and the wait before its retry."""
+        if self._trace is not None:
+            retry_in = None if task.status != "retrying" or task.next_attempt is None else (
+                max(0.0, task.next_attempt - self.clock.now()))
+            self._trace.attempt_ended(task.name, result.log_id, result.status, result.error,
+                                      retry_in)
 
     def _record(self, tx: Transaction, state: RunState, result: TaskResult) -> TaskState | None:
         """Inside the receiving transaction: an attempt's outcome, once."""

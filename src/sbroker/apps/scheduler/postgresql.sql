@@ -37,9 +37,9 @@ WHERE Status = 'queued' AND LogID IN (SELECT value::bigint FROM json_array_eleme
 SELECT StartTime, Status FROM ExecutionLog WHERE LogID = %s
 
 -- name: mark_started
--- Params: start time, worker, worker session, target handle, log id.
+-- Params: start time, worker, worker session, target handle, trace context, log id.
 UPDATE ExecutionLog SET Status = 'running', StartTime = %s, Worker = %s, WorkerSession = %s,
-    TargetHandle = %s
+    TargetHandle = %s, TraceContext = %s
 WHERE LogID = %s AND Status = 'queued' AND CancelRequested = 0
 
 -- name: task_exists
@@ -81,7 +81,7 @@ SELECT LogID AS "LogID", CallerID AS "CallerID", SchedulerHandle AS "SchedulerHa
     QueuedTime AS "QueuedTime", StartTime AS "StartTime", EndTime AS "EndTime",
     Status AS "Status", Error AS "Error", SparkJobIds AS "SparkJobIds", Value AS "Value",
     Pool AS "Pool", CancelRequested AS "CancelRequested", TargetHandle AS "TargetHandle",
-    ErrorDetails AS "ErrorDetails"
+    ErrorDetails AS "ErrorDetails", TraceContext AS "TraceContext"
 FROM ExecutionLog ORDER BY LogID
 
 -- name: view_ExecutionStatus

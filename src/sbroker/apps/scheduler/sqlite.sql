@@ -38,9 +38,9 @@ WHERE Status = 'queued' AND LogID IN (SELECT value FROM json_each(?))
 SELECT StartTime, Status FROM ExecutionLog WHERE LogID = ?
 
 -- name: mark_started
--- Params: start time, worker, worker session, target handle, log id.
+-- Params: start time, worker, worker session, target handle, trace context, log id.
 UPDATE ExecutionLog SET Status = 'running', StartTime = ?, Worker = ?, WorkerSession = ?,
-    TargetHandle = ?
+    TargetHandle = ?, TraceContext = ?
 WHERE LogID = ? AND Status = 'queued' AND CancelRequested = 0
 
 -- name: task_exists

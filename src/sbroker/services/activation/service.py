@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sbroker.core import threads
+from sbroker.core import threads, tracing
 from sbroker.core.catalog import Queue
 from sbroker.core.clock import SYSTEM_CLOCK
 from sbroker.core.errors import InvalidArgumentError
@@ -368,7 +368,9 @@ class ActivationService(ClockLoop):
         error: str | None = None
         try:
             procedure = self.engine.procedures.get(task.queue_name, task.procedure_name)
-            with stopping.bound(task.ctx.stopping):
+            traced = contextlib.nullcontext() if tracing.TRACER is None else (
+                tracing.activated(task.queue_name))  # its work: "process" spans
+            with stopping.bound(task.ctx.stopping), traced:
                 resolve_procedure(procedure)(task.ctx)
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"

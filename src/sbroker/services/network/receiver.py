@@ -155,6 +155,7 @@ class Receiver:
             ep.receive_seq = msg.seq + 1
             ctx.conn.execute(ctx.conn.sql.set_receive_seq, (ep.receive_seq, ep.handle))
             return False
+        ctx.trace = msg.trace_context  # stored with the queue row (SPEC §15)
         problem = self._check(ctx, msg)
         if problem is None and ep.state == "CO" and msg.message_type not in m.SYSTEM_MESSAGE_TYPES:
             ep.receive_seq = msg.seq + 1

@@ -54,19 +54,19 @@ class _Row(NamedTuple):
     expires: float | None
     origin: str | None
     body: bytes
+    trace: str | None = None  # the message's traceparent (transmission queue rows only)
 
 
 def _split_bodies(rows: list[list[object]], blob: bytes) -> list[_Row]:
-    """Rows of ``transmissions_by_ids`` (a body length last, in place of the body) with their
-    bodies cut
-    from the joined blob."""
+    """Rows of ``transmissions_by_ids`` (the trace context, then a body length last, in place
+    of the body) with their bodies cut from the joined blob."""
     out: list[_Row] = []
     make = _Row._make
     pos = 0
     for r in rows:
         n = r[-1]
         assert isinstance(n, int)
-        r[-1] = blob[pos : pos + n]
+        r[-1], r[-2] = r[-2], blob[pos : pos + n]
         out.append(make(r))
         pos += n
     if pos != len(blob):
@@ -300,6 +300,7 @@ class Transmitter:
                 origin_instance=me_id if r.kind == "tq" else UUID(r.origin or me),
                 target_instance=UUID(target) if target else None,
                 expires_at=None if r.expires is None or r.expires >= NEVER else r.expires,
+                trace_context=r.trace,
             )
             self._flight[(r.kind, r.rid)] = (msg.key, msg.seq, address)
             self._by_key[(msg.key, msg.seq)] = (r.kind, r.rid)

@@ -97,6 +97,7 @@ class BrokerTransport:
         self._waiting: defaultdict[Address, list[Message]] = defaultdict(list)
         self._dialing: set[Address] = set()
         self._backoff: dict[Address, float] = {}
+        self._plain: set[UUID] = set()  # peers sent no optional fields (said once in the log)
         self._closed_rows: list[dict[str, object]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.Server | None = None
@@ -482,6 +483,12 @@ class BrokerTransport:
         peer = conn.session.peer_instance
         if peer is not None and self._by_peer.get(peer) is conn:
             del self._by_peer[peer]
+        engine = self._engines.get(peer) if peer is not None else None
+        if peer is not None and engine is not None and not engine.optional_fields and (
+                peer not in self._plain):
+            self._plain.add(peer)
+            _log.warning("broker instance %s cannot read a message's trace context (a broker"
+                         " from before it?): its messages go without it from now on", peer)
         error = conn.session.stats.last_error
         if error and "authentication failed" in error:
             error = auth_failure(conn.address, error)

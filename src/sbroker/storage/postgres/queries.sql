@@ -287,8 +287,9 @@ UPDATE sb_endpoints SET state = %s, send_seq = %s, receive_seq = %s WHERE handle
 
 -- name: insert_message
 INSERT INTO sb_messages(queue_id, group_id, handle, conv_order, msn, status, priority,
-    is_timer, message_type, validation, body, message_id, service, contract, enqueued_at)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+    is_timer, message_type, validation, body, message_id, service, contract, enqueued_at,
+    trace_context)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 
 -- name: delete_endpoint_transmissions
 DELETE FROM sb_transmission_queue WHERE handle = %s
@@ -372,8 +373,8 @@ LEFT JOIN sb_endpoints e ON e.conversation_id = p.c AND e.is_initiator = p.i
 -- name: insert_transmission
 INSERT INTO sb_transmission_queue(handle, conversation_id, is_initiator, from_service,
     to_service, to_broker_instance, contract, message_type, msn, body, priority, message_id,
-    enqueued_at, transmission_status, is_end_of_conversation)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+    enqueued_at, transmission_status, is_end_of_conversation, trace_context)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 
 -- name: last_inbound_msn
 -- The highest sequence number queued for the conversation. Params: group, handle.
@@ -453,7 +454,7 @@ SELECT queue_id FROM sb_endpoints WHERE group_id = %s LIMIT 1
 -- name: peek
 -- A queue's rows in RECEIVE order, a page of them. Params: queue, limit (-1: all), offset.
 SELECT status, priority, queuing_order, group_id, handle, msn, service, contract,
-    message_type, validation, body, message_id, enqueued_at FROM sb_messages
+    message_type, validation, body, message_id, enqueued_at, trace_context FROM sb_messages
 WHERE queue_id = %s
 ORDER BY priority DESC, queuing_order LIMIT nullif(%s::bigint, -1) OFFSET %s
 
@@ -605,7 +606,7 @@ SELECT string_agg(tq_id::text, ',') FROM sb_transmission_queue WHERE tq_id > %s
 SELECT json_agg(json_build_array('tq', t.tq_id, t.conversation_id, t.is_initiator, t.msn,
         t.from_service, t.to_service, t.to_broker_instance, t.contract, t.message_type,
         t.priority, t.enqueued_at, t.transmission_status, e.lifetime_expires,
-        e.far_broker_instance, length(t.body)) ORDER BY t.tq_id)::text,
+        e.far_broker_instance, t.trace_context, length(t.body)) ORDER BY t.tq_id)::text,
     string_agg(t.body, ''::bytea ORDER BY t.tq_id)
 FROM sb_transmission_queue t JOIN sb_endpoints e ON e.handle = t.handle
 WHERE t.tq_id = ANY (sb_bigints(%s::jsonb))
@@ -730,12 +731,14 @@ FROM jsonb_array_elements(%s::jsonb) j WHERE e.handle = j.value ->> 0
 -- Many queue rows in one statement: a JSON array of rows (the columns of insert_message
 -- without the body, then the body's 1-based offset and length) and all bodies as one bytea.
 INSERT INTO sb_messages(queue_id, group_id, handle, conv_order, msn, status, priority,
-    is_timer, message_type, validation, body, message_id, service, contract, enqueued_at)
+    is_timer, message_type, validation, body, message_id, service, contract, enqueued_at,
+    trace_context)
 SELECT (j.value ->> 0)::integer, j.value ->> 1, j.value ->> 2, (j.value ->> 3)::bigint,
     (j.value ->> 4)::bigint, (j.value ->> 5)::integer, (j.value ->> 6)::integer,
     (j.value ->> 7)::integer, j.value ->> 8, j.value ->> 9,
-    substr(p.bodies, (j.value ->> 14)::integer, (j.value ->> 15)::integer),
-    j.value ->> 10, j.value ->> 11, j.value ->> 12, (j.value ->> 13)::double precision
+    substr(p.bodies, (j.value ->> 15)::integer, (j.value ->> 16)::integer),
+    j.value ->> 10, j.value ->> 11, j.value ->> 12, (j.value ->> 13)::double precision,
+    j.value ->> 14
 FROM (SELECT %s::jsonb AS rows, %s::bytea AS bodies) p,
     jsonb_array_elements(p.rows) WITH ORDINALITY j(value, n)
 ORDER BY j.n

@@ -9,7 +9,8 @@
 -- the ones it received already. Nothing on a queue a live stream reads (as
 -- receive_take_next). Params: queue, queue, owner, received orders, groups, limit.
 SELECT m.status, m.priority, m.queuing_order, g.group_id, m.handle, m.msn, m.service,
-    m.contract, m.message_type, m.validation, m.body, m.message_id, m.enqueued_at
+    m.contract, m.message_type, m.validation, m.body, m.message_id, m.enqueued_at,
+    m.trace_context
 FROM sb_messages m CROSS JOIN sb_endpoints g ON g.conv_order = m.conv_order
 WHERE m.group_key = (
         SELECT n.group_key FROM sb_messages n CROSS JOIN sb_endpoints k

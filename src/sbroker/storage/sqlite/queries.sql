@@ -48,7 +48,8 @@ ORDER BY m.priority DESC, m.queuing_order LIMIT 1
 -- name: receive_fetch
 -- A locked group's ready rows in RECEIVE order (the Message fields). Params: group, limit.
 SELECT m.status, m.priority, m.queuing_order, ?1, m.handle, m.msn, m.service,
-    m.contract, m.message_type, m.validation, m.body, m.message_id, m.enqueued_at
+    m.contract, m.message_type, m.validation, m.body, m.message_id, m.enqueued_at,
+    m.trace_context
 FROM sb_messages m
 WHERE m.group_key = (SELECT group_key FROM sb_endpoints WHERE group_id = ?1 LIMIT 1)
     AND m.status = 1
@@ -58,7 +59,8 @@ ORDER BY m.priority DESC, m.conv_order, m.is_timer DESC, m.msn LIMIT ?2
 -- name: receive_fetch_handle
 -- The same, for one conversation of the group. Params: group, handle, limit.
 SELECT m.status, m.priority, m.queuing_order, ?1, m.handle, m.msn, m.service,
-    m.contract, m.message_type, m.validation, m.body, m.message_id, m.enqueued_at
+    m.contract, m.message_type, m.validation, m.body, m.message_id, m.enqueued_at,
+    m.trace_context
 FROM sb_messages m
 WHERE m.group_key = (SELECT group_key FROM sb_endpoints WHERE group_id = ?1 LIMIT 1)
     AND m.status = 1 AND m.handle = ?2
@@ -71,7 +73,8 @@ ORDER BY m.priority DESC, m.conv_order, m.is_timer DESC, m.msn LIMIT ?3
 -- A queue a live stream reads yields nothing (the caller says why: stream_holder).
 -- Params: queue, queue, owner, limit.
 SELECT m.status, m.priority, m.queuing_order, g.group_id, m.handle, m.msn, m.service,
-    m.contract, m.message_type, m.validation, m.body, m.message_id, m.enqueued_at
+    m.contract, m.message_type, m.validation, m.body, m.message_id, m.enqueued_at,
+    m.trace_context
 FROM sb_messages m CROSS JOIN sb_endpoints g ON g.conv_order = m.conv_order
 WHERE m.group_key = (
         SELECT n.group_key FROM sb_messages n CROSS JOIN sb_endpoints k
@@ -333,9 +336,10 @@ UPDATE sb_endpoints SET state = ?, send_seq = ?, receive_seq = ? WHERE handle = 
 -- The group's number is the receiving endpoint's (conv_order, ?4): a lookup by rowid, not by
 -- the group's UUID (?2, which the row carries for other backends).
 INSERT INTO sb_messages(queue_id, group_key, handle, conv_order, msn, status, priority,
-    is_timer, message_type, validation, body, message_id, service, contract, enqueued_at)
+    is_timer, message_type, validation, body, message_id, service, contract, enqueued_at,
+    trace_context)
 VALUES (?1, (SELECT group_key FROM sb_endpoints WHERE conv_order = ?4),
-    ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
+    ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
 
 -- name: delete_endpoint_transmissions
 DELETE FROM sb_transmission_queue WHERE handle = ?
@@ -437,8 +441,8 @@ SELECT EXISTS(SELECT 1 FROM sb_transmission_queue WHERE handle = ?), e.conv_orde
 -- name: insert_transmission
 INSERT INTO sb_transmission_queue(handle, conversation_id, is_initiator, from_service,
     to_service, to_broker_instance, contract, message_type, msn, body, priority, message_id,
-    enqueued_at, transmission_status, is_end_of_conversation)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    enqueued_at, transmission_status, is_end_of_conversation, trace_context)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 
 -- name: last_inbound_msn
 -- The highest sequence number queued for the conversation. Params: group, handle.
@@ -506,8 +510,8 @@ SELECT min(t) FROM (
     UNION ALL SELECT min(delete_after) FROM sb_endpoints WHERE delete_after IS NOT NULL)
 
 -- name: waiting_transmissions
-SELECT tq_id, handle, msn, message_type, body, message_id FROM sb_transmission_queue
-ORDER BY handle, msn
+SELECT tq_id, handle, msn, message_type, body, message_id, trace_context
+FROM sb_transmission_queue ORDER BY handle, msn
 
 -- name: delete_transmission
 DELETE FROM sb_transmission_queue WHERE tq_id = ?
@@ -529,7 +533,8 @@ SELECT queue_id FROM sb_endpoints WHERE group_id = ? LIMIT 1
 -- A queue's live rows in RECEIVE order, a page of them. Params: queue, limit (-1: all),
 -- offset.
 SELECT m.status, m.priority, m.queuing_order, g.group_id, m.handle, m.msn, m.service,
-    m.contract, m.message_type, m.validation, m.body, m.message_id, m.enqueued_at
+    m.contract, m.message_type, m.validation, m.body, m.message_id, m.enqueued_at,
+    m.trace_context
 FROM sb_messages m CROSS JOIN sb_endpoints g ON g.conv_order = m.conv_order
 WHERE m.queue_id = ?
     AND NOT EXISTS (SELECT 1 FROM sb_consumed c WHERE c.queuing_order = m.queuing_order)
@@ -677,7 +682,7 @@ SELECT group_concat(tq_id) FROM sb_transmission_queue INDEXED BY sb_tq_handle WH
 SELECT json_group_array(json_array('tq', t.tq_id, t.conversation_id, t.is_initiator, t.msn,
         t.from_service, t.to_service, t.to_broker_instance, t.contract, t.message_type,
         t.priority, t.enqueued_at, t.transmission_status, e.lifetime_expires,
-        e.far_broker_instance, length(CAST(t.body AS BLOB)))),
+        e.far_broker_instance, t.trace_context, length(CAST(t.body AS BLOB)))),
     CAST(group_concat(t.body, x'') AS BLOB)
 FROM sb_transmission_queue t CROSS JOIN sb_endpoints e ON e.handle = t.handle
 WHERE t.tq_id IN (SELECT value FROM json_each(?))
@@ -806,16 +811,18 @@ WHERE sb_endpoints.handle = json_extract(j.value, '$[0]')
 -- Many queue rows in one statement: a JSON array of rows (the columns of insert_message
 -- without the body, then the body's 1-based offset and length) and all bodies as one blob.
 INSERT INTO sb_messages(queue_id, group_key, handle, conv_order, msn, status, priority,
-    is_timer, message_type, validation, body, message_id, service, contract, enqueued_at)
+    is_timer, message_type, validation, body, message_id, service, contract, enqueued_at,
+    trace_context)
 SELECT json_extract(j.value, '$[0]'),
     (SELECT group_key FROM sb_endpoints WHERE conv_order = json_extract(j.value, '$[3]')),
     json_extract(j.value, '$[2]'), json_extract(j.value, '$[3]'),
     json_extract(j.value, '$[4]'), json_extract(j.value, '$[5]'),
     json_extract(j.value, '$[6]'), json_extract(j.value, '$[7]'),
     json_extract(j.value, '$[8]'), json_extract(j.value, '$[9]'),
-    CAST(substr(?2, json_extract(j.value, '$[14]'), json_extract(j.value, '$[15]')) AS BLOB),
+    CAST(substr(?2, json_extract(j.value, '$[15]'), json_extract(j.value, '$[16]')) AS BLOB),
     json_extract(j.value, '$[10]'), json_extract(j.value, '$[11]'),
-    json_extract(j.value, '$[12]'), json_extract(j.value, '$[13]')
+    json_extract(j.value, '$[12]'), json_extract(j.value, '$[13]'),
+    json_extract(j.value, '$[14]')
 FROM json_each(?1) j
 
 -- name: ready_groups

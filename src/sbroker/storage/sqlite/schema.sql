@@ -44,7 +44,7 @@ CREATE INDEX sb_tq_handle ON sb_transmission_queue(handle, msn);
 CREATE INDEX sb_tq_order ON sb_transmission_queue(priority DESC, tq_id);
 
 -- table ExecutionLog
-CREATE TABLE ExecutionLog ( LogID INTEGER PRIMARY KEY AUTOINCREMENT, CallerID TEXT NOT NULL, SchedulerHandle TEXT NOT NULL, Worker TEXT, WorkerSession INTEGER, Task TEXT NOT NULL, QueuedTime TEXT NOT NULL, StartTime TEXT, EndTime TEXT, Status TEXT NOT NULL DEFAULT 'queued', Error TEXT, SparkJobIds TEXT, Value TEXT, Pool TEXT, CancelRequested INTEGER NOT NULL DEFAULT 0, TargetHandle TEXT , ErrorDetails TEXT);
+CREATE TABLE ExecutionLog ( LogID INTEGER PRIMARY KEY AUTOINCREMENT, CallerID TEXT NOT NULL, SchedulerHandle TEXT NOT NULL, Worker TEXT, WorkerSession INTEGER, Task TEXT NOT NULL, QueuedTime TEXT NOT NULL, StartTime TEXT, EndTime TEXT, Status TEXT NOT NULL DEFAULT 'queued', Error TEXT, SparkJobIds TEXT, Value TEXT, Pool TEXT, CancelRequested INTEGER NOT NULL DEFAULT 0, TargetHandle TEXT , ErrorDetails TEXT, TraceContext TEXT);
 
 -- table ExecutorSettings
 CREATE TABLE ExecutorSettings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -98,7 +98,7 @@ CREATE TABLE sb_group_locks ( group_id TEXT PRIMARY KEY, queue_id INTEGER NOT NU
 CREATE TABLE sb_message_types ( name TEXT PRIMARY KEY, validation TEXT NOT NULL, -- none | empty | well_formed_xml | well_formed_json | json_schema json_schema TEXT );
 
 -- table sb_messages
-CREATE TABLE "sb_messages" ( queuing_order INTEGER PRIMARY KEY AUTOINCREMENT, queue_id INTEGER NOT NULL, group_key INTEGER NOT NULL, handle TEXT NOT NULL, conv_order INTEGER NOT NULL, msn INTEGER NOT NULL, status INTEGER NOT NULL, -- 1 ready, 0 retained received, 2 incomplete, 3 retained sent priority INTEGER NOT NULL, is_timer INTEGER NOT NULL DEFAULT 0, message_type TEXT NOT NULL, validation TEXT NOT NULL, body BLOB NOT NULL, message_id TEXT NOT NULL, service TEXT NOT NULL, contract TEXT NOT NULL, enqueued_at REAL NOT NULL DEFAULT 0 );
+CREATE TABLE "sb_messages" ( queuing_order INTEGER PRIMARY KEY AUTOINCREMENT, queue_id INTEGER NOT NULL, group_key INTEGER NOT NULL, handle TEXT NOT NULL, conv_order INTEGER NOT NULL, msn INTEGER NOT NULL, status INTEGER NOT NULL, -- 1 ready, 0 retained received, 2 incomplete, 3 retained sent priority INTEGER NOT NULL, is_timer INTEGER NOT NULL DEFAULT 0, message_type TEXT NOT NULL, validation TEXT NOT NULL, body BLOB NOT NULL, message_id TEXT NOT NULL, service TEXT NOT NULL, contract TEXT NOT NULL, enqueued_at REAL NOT NULL DEFAULT 0 , trace_context TEXT);
 
 -- table sb_meta
 CREATE TABLE sb_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -149,7 +149,7 @@ CREATE TABLE sb_stream_sinks ( query_id TEXT PRIMARY KEY, batch_id INTEGER NOT N
 CREATE TABLE sb_stream_sources ( queue_id INTEGER PRIMARY KEY REFERENCES sb_queues(queue_id) ON DELETE CASCADE, session_id INTEGER REFERENCES sb_sessions(session_id) ON DELETE SET NULL, claim_token TEXT, claimed_at REAL, committed INTEGER NOT NULL DEFAULT 0, planned INTEGER NOT NULL DEFAULT 0 );
 
 -- table sb_transmission_queue
-CREATE TABLE "sb_transmission_queue" ( tq_id INTEGER PRIMARY KEY AUTOINCREMENT, handle TEXT NOT NULL, conversation_id TEXT NOT NULL, is_initiator INTEGER NOT NULL, from_service TEXT NOT NULL, to_service TEXT NOT NULL, to_broker_instance TEXT, contract TEXT NOT NULL, message_type TEXT NOT NULL, msn INTEGER NOT NULL, body BLOB NOT NULL, priority INTEGER NOT NULL, message_id TEXT NOT NULL, enqueued_at REAL NOT NULL, transmission_status TEXT NOT NULL DEFAULT '', target_queue_id INTEGER, is_end_of_conversation INTEGER NOT NULL DEFAULT 0 );
+CREATE TABLE "sb_transmission_queue" ( tq_id INTEGER PRIMARY KEY AUTOINCREMENT, handle TEXT NOT NULL, conversation_id TEXT NOT NULL, is_initiator INTEGER NOT NULL, from_service TEXT NOT NULL, to_service TEXT NOT NULL, to_broker_instance TEXT, contract TEXT NOT NULL, message_type TEXT NOT NULL, msn INTEGER NOT NULL, body BLOB NOT NULL, priority INTEGER NOT NULL, message_id TEXT NOT NULL, enqueued_at REAL NOT NULL, transmission_status TEXT NOT NULL DEFAULT '', target_queue_id INTEGER, is_end_of_conversation INTEGER NOT NULL DEFAULT 0 , trace_context TEXT);
 
 -- table sb_tsql_procedures
 CREATE TABLE sb_tsql_procedures ( name TEXT PRIMARY KEY, definition TEXT NOT NULL, modified REAL NOT NULL );
