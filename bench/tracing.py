@@ -3,7 +3,8 @@
 Five modes, each round running every mode once in a fresh child process (the order turns
 each round, so that a change of the machine's load hits all alike), and medians printed:
 
-- ``main``:      today's sbroker, without this change (``--main-src``, /work/main/src by default)
+- ``main``:      another version's sbroker, only with ``--main-src PATH`` (the ``src`` folder of
+                 e.g. ``git archive`` of the commit to compare with)
 - ``absent``:    the ``otel`` extra missing (its import blocked in the child)
 - ``api``:       the API imported, no tracer provider set (the default proxy provider)
 - ``provider``:  an SDK provider with a batch processor feeding an exporter that drops spans
@@ -101,13 +102,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--w1", type=int, default=3000, help="W1 messages (default 3,000)")
     parser.add_argument("--w4", type=int, default=200, help="W4 messages (default 200)")
-    parser.add_argument("--main-src", default="/work/main/src")
+    parser.add_argument("--main-src", default="",
+                        help="src folder of another version to run as the 'main' mode")
     parser.add_argument("--child", choices=MODES)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(child(args.child, args.w1, args.w4)))
         return
-    modes = [m for m in MODES if m != "main" or Path(args.main_src).is_dir()]
+    modes = [m for m in MODES if m != "main" or (args.main_src and Path(args.main_src).is_dir())]
     runs: dict[str, list[dict[str, float]]] = {m: [] for m in modes}
     print(f"load average before: {os.getloadavg()}", flush=True)
     for r in range(args.rounds):
