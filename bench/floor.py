@@ -162,7 +162,7 @@ def _sbroker_schema(path: Path) -> tuple[int, list[tuple[object, ...]]]:
 def _message(template: tuple[object, ...], msn: int) -> tuple[object, ...]:
     queue_id, group, handle, conv_order, priority, service, contract = template
     return (queue_id, group, handle, conv_order, msn, 1, priority, 0, "DEFAULT", "N", BODY,
-            os.urandom(16).hex().upper(), service, contract, time.time())
+            os.urandom(16).hex().upper(), service, contract, time.time(), None)
 
 
 def sbroker_w1_receive(path: Path, n: int) -> dict[str, float]:

@@ -14,7 +14,6 @@ from support.otel import traced
 
 import sbroker
 from sbroker.protocol import Message, Session
-from sbroker.services.network import service
 from sbroker.services.network.transport import BrokerTransport, TransportConfig
 
 from .helpers import node, receive, route
@@ -72,15 +71,14 @@ def test_traced_messages_reach_an_old_transport_once_in_order_without_context(
 
 
 def test_a_traced_dialog_reaches_an_old_broker_once_in_order_without_context(
-        tmp_path: Path, nodes: list[sbroker.Broker], monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, nodes: list[sbroker.Broker]) -> None:
     with traced():
         a = node(tmp_path, "a", services={"SvcA": []}, fragment_size=1024)
         b = node(tmp_path, "b", services={"SvcB": ["DEFAULT"]}, fragment_size=1024,
                  start=False)
         nodes += [a, b]
-        with monkeypatch.context() as m:
-            m.setattr(service, "BrokerTransport", OldTransport)
-            b.start()
+        b.network.transport_factory = OldTransport  # the service's transport seam
+        b.start()
         route(a, "SvcB", b)
         bodies = [b"%d" % i * (3000 if i == 2 else 1) for i in range(6)]
         with a.transaction() as tx:
