@@ -98,7 +98,9 @@ class Commit:
             return False
         if verdict is not True:
             self._answer, self._direct = verdict, direct
-        ctx.ready_queues.update(d.peer_queue for d in direct)
+        ready = ctx.ready_queues
+        for d in direct:
+            ready.add(d.peer_queue)
         return True
 
     def wrote_nothing(self) -> bool:

@@ -382,7 +382,8 @@ class Transaction(Receiving):
             ctx.ready_queues.clear()
             # Received rows first: a conversation this transaction also ends then counts
             # them as received, not removed unreceived.
-            self._finish_receives(conn)
+            if self._received:
+                self._finish_receives(conn)
             work.apply(ctx)
 
         released: set[int] | bool = set(locks.values()) if locks else False
@@ -408,8 +409,6 @@ class Transaction(Receiving):
                             transmitted=ctx.tq_changed)
 
     def _finish_receives(self, conn: Connection) -> None:
-        if not self._received:
-            return
         taken: dict[int, list[tuple[int, str]]] = {}
         kept: list[tuple[int, str]] = []
         for qo, (queue_id, keep, mid) in self._received.items():
