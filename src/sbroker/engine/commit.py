@@ -79,6 +79,8 @@ class Commit:
     def apply(self, ctx: Context) -> None:
         """Apply the operations on ``ctx.conn`` (inside the commit's write transaction)."""
         self._answer = None
+        if not self._ops:
+            return  # a commit of RECEIVEs only: nothing to lock, check or apply
         ctx.sending = Sending(learn=self._path.learn)
         if self._count and self._path.takes(self._count, self.alone) and self._send_direct(ctx):
             return
