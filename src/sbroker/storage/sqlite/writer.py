@@ -36,7 +36,6 @@ from sbroker.storage.sqlite.connection import BACKEND, SqliteConnection
 T = TypeVar("T")
 MAX_BATCH = 256
 LAZY_SECONDS = 0.004  # the longest an open lazy transaction holds the database write lock
-POLL_SECONDS = 0.25  # the timer looks every LAZY_SECONDS this long after the last lazy open
 
 _INSERT_LOCK = (
     "INSERT OR IGNORE INTO sb_group_locks(group_id, queue_id, owner, session_id, acquired_at)"
@@ -109,10 +108,7 @@ class Writer:
         self._unlock: list[str] = []
         self._closing = False
         self._timer: threading.Thread | None = None
-        self._wake = threading.Event()  # set when a lazy transaction opens, timer asleep
-        self._stop = threading.Event()  # set at close: cuts the timer's polling pause short
-        self._polling = False  # the timer looks by itself: nobody needs to wake it
-        self._opens = 0  # lazy transactions opened so far (the timer polls while it moves)
+        self._wake = threading.Event()  # set when a lazy transaction opens
         self.batches = 0
         self.items = 0
 
@@ -373,10 +369,8 @@ class Writer:
         if not self._open:
             self._open = True
             self._opened_at = self._clock.monotonic()
-            self._opens += 1
-            if not self._polling:  # set _open before reading _polling: see _close_lazily
-                self._ensure_timer()
-                self._wake.set()
+            self._ensure_timer()
+            self._wake.set()
 
     def _commit_batch(self, conn: SqliteConnection) -> None:
         """Write the lazy locks and COMMIT; on failure roll back (keeping in-memory locks
@@ -469,22 +463,15 @@ class Writer:
 
     def _close_lazily(self) -> None:
         """Commit a lazy transaction that stayed open LAZY_SECONDS; idle a while, then exit.
-        It sleeps on its own (never on the writer's condition), so batches do not wake it.
-        While lazy transactions keep opening it looks every LAZY_SECONDS instead of being
-        woken by each (a RECEIVE a commit follows at once cost a thread wake-up or two)."""
-        seen, idle = -1, 0.0
-        self._polling = True
+        It sleeps on its own (never on the writer's condition), so batches do not wake it."""
         while not self._closing:
             if not self._open:
-                if self._opens != seen or idle < POLL_SECONDS:
-                    if self._opens != seen:
-                        seen, idle = self._opens, 0.0
-                    idle += LAZY_SECONDS
-                    self._stop.wait(LAZY_SECONDS)
-                    continue
-                if self._sleep_until_woken():
-                    return
-                seen, idle = self._opens, 0.0
+                self._wake.clear()
+                if not self._open and not self._wake.wait(1.0):
+                    with self._mutex:
+                        if not self._open and not self._wake.is_set():
+                            self._timer = None
+                            return
                 continue
             remaining = self._opened_at + LAZY_SECONDS - self._clock.monotonic()
             if remaining > 0:
@@ -514,27 +501,11 @@ class Writer:
                     self._hand_off()
         with self._mutex:
             self._timer = None
-            self._polling = False
-
-    def _sleep_until_woken(self) -> bool:
-        """Nothing opened for POLL_SECONDS: wait to be woken (True: idle long enough, the
-        thread ends).  ``_polling`` is cleared before ``_open`` is read again, and
-        :meth:`_keep_open` sets ``_open`` before it reads ``_polling``: no open is missed."""
-        self._polling = False
-        self._wake.clear()
-        if not self._open and not self._wake.wait(1.0):
-            with self._mutex:
-                if not self._open and not self._wake.is_set():
-                    self._timer = None
-                    return True
-        self._polling = True
-        return False
 
     def close(self) -> None:
         with self._mutex:
             self._closing = True
             self._wake.set()
-            self._stop.set()
             # Never close the connection under a batch or a transaction of another thread;
             # this thread's own held transaction cannot be running a statement now.
             self._wait_for_leadership()
