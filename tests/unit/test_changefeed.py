@@ -5,6 +5,7 @@ change.  Between waits the poller keeps its thread and connection a while, witho
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 
@@ -202,3 +203,57 @@ def test_a_change_noticed_between_a_readers_look_and_its_wait_ends_the_wait_at_o
         notifier.wait(notifier.token(1), None, queue_id=1)  # nothing new since: it sleeps
     stepper.go.put(None)
     feed.close()
+
+
+class _QuietFeed:
+    """A change feed that never notices anything (the Notifier under test is bumped directly)."""
+
+    noticed = 0
+
+    def subscribe(self, on_change: object, *, min_interval: float = 0.0) -> None:
+        pass
+
+    def watch(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
+
+class _TellsWhenWaiting:
+    """A clock that says when a reader starts to wait, and waits at most ``limit`` seconds."""
+
+    def __init__(self, limit: float) -> None:
+        self.limit = limit
+        self.waiting = threading.Event()
+
+    def now(self) -> float:
+        return 0.0
+
+    def monotonic(self) -> float:
+        return 0.0
+
+    def wait(self, cond: threading.Condition, deadline: float | None) -> None:
+        self.waiting.set()
+        cond.wait(self.limit)
+
+
+def test_a_bump_with_nobody_waiting_still_moves_the_version_a_later_wait_compares() -> None:
+    """A commit's bump skips waking anyone when nobody waits, but a reader that took its
+    token before it and waits after it returns at once."""
+    notifier = Notifier(_NoSleep(), _QuietFeed())  # type: ignore[arg-type]
+    token = notifier.token(1)
+    notifier.bump([1])
+    notifier.wait(token, None, queue_id=1)  # returns at once (_NoSleep fails a sleep)
+    token = notifier.token(2)
+    notifier.bump(None)  # a change anywhere: every queue's readers look again
+    notifier.wait(token, None, queue_id=2)
+
+
+def test_a_bump_wakes_a_reader_that_waits() -> None:
+    clock = _TellsWhenWaiting(limit=60.0)
+    notifier = Notifier(clock, _QuietFeed())  # type: ignore[arg-type]
+    token = notifier.token(1)
+    reader = threading.Thread(target=notifier.wait, args=(token, None, 1), daemon=True)
+    reader.start()
+    assert clock.waiting.wait(10)
+    notifier.bump([1])
+    reader.join(10)  # far less than the reader's own 60 s limit: the bump woke it
+    assert not reader.is_alive()

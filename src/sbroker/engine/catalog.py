@@ -88,6 +88,14 @@ class CatalogCache:
         self._checked = 0.0
         self._ddl = 0  # this process's DDL count: a check that raced one is no check
 
+    def fresh(self, max_age: float) -> Catalog | None:
+        """The snapshot if it was checked in the last ``max_age`` seconds, else None: a
+        caller with no connection yet takes one only when it must look."""
+        with self._lock:
+            if self.current is not None and self._clock.monotonic() - self._checked < max_age:
+                return self.current
+        return None
+
     def get(self, conn: Connection, *, max_age: float = 0.0) -> Catalog:
         with self._lock:
             if max_age and self.current is not None and (

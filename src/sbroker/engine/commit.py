@@ -15,17 +15,22 @@ from sbroker.engine.ops import Begin, End, Move, Op, Send, Timer
 from sbroker.storage.ports import Direct, SendPath
 
 
-def senders(ops: list[Op], eps: dict[str, Endpoint]) -> dict[str, int]:
+def senders(ops: list[Op], eps: dict[str, Endpoint]) -> tuple[dict[str, int], int, bool]:
     """The conversations a transaction that only SENDs sends on, each once, with their rowid
-    as the transaction saw it (else {}): COMMIT reads their rows in one statement."""
+    as the transaction saw it (else {}): COMMIT reads their rows in one statement; with how
+    many messages they send, and whether one is traced."""
     seen: dict[str, int] = {}
+    count, traced = 0, False
     for op in ops:
-        if not isinstance(op, Send):
-            return {}
-        for handle in op.handles:
+        if type(op) is not Send:
+            return {}, 0, False
+        handles = op.handles
+        count += len(handles)
+        traced = traced or op.trace is not None
+        for handle in handles:
             if handle not in seen:
                 seen[handle] = eps[handle].conv_order or 0
-    return seen
+    return seen, count, traced
 
 
 def conversations(ops: list[Op], eps: dict[str, Endpoint]) -> list[str]:
@@ -56,17 +61,26 @@ class Commit:
         self._ops = ops
         self._eps = eps
         self.alone = alone  # the commit does nothing but its SENDs
-        self._sent = senders(ops, eps)
+        self._sent, count, traced = senders(ops, eps)
         # A traced SEND stores its context the ordinary way (the direct statements carry none).
-        traced = any(type(op) is Send and op.trace is not None for op in ops)
-        self._count = sum(len(op.handles) for op in ops if type(op) is Send) \
-            if self._sent and not traced else 0
+        self._count = count if self._sent and not traced else 0
+        # Whether an operation sets a timer or begins a dialog (the timer service looks
+        # again), and whether one ends or moves a conversation (its snapshot is forgotten).
+        self.timers = self.others = False
+        if not self._sent:
+            for op in ops:
+                if isinstance(op, (Timer, Begin)):
+                    self.timers = True
+                elif isinstance(op, (End, Move)):
+                    self.others = True
         self._answer: Callable[[], bool] | None = None
         self._direct: list[Direct] = []
 
     def apply(self, ctx: Context) -> None:
         """Apply the operations on ``ctx.conn`` (inside the commit's write transaction)."""
         self._answer = None
+        if not self._ops:
+            return  # a commit of RECEIVEs only: nothing to lock, check or apply
         ctx.sending = Sending(learn=self._path.learn)
         if self._count and self._path.takes(self._count, self.alone) and self._send_direct(ctx):
             return
@@ -86,7 +100,9 @@ class Commit:
             return False
         if verdict is not True:
             self._answer, self._direct = verdict, direct
-        ctx.ready_queues.update(d.peer_queue for d in direct)
+        ready = ctx.ready_queues
+        for d in direct:
+            ready.add(d.peer_queue)
         return True
 
     def wrote_nothing(self) -> bool:

@@ -25,6 +25,7 @@ class Notifier:
         self._queues: dict[int, int] = {}
         self._feed = feed
         self._closed = False
+        self._waiters = 0  # threads in wait(): a bump with none notifies nobody
         feed.subscribe(self.bump)
 
     def bump(self, queue_ids: Iterable[int] | None = None) -> None:
@@ -34,9 +35,11 @@ class Notifier:
             if queue_ids is None:
                 self._epoch += 1
             else:
+                queues = self._queues
                 for q in queue_ids:
-                    self._queues[q] = self._queues.get(q, 0) + 1
-            self.cond.notify_all()
+                    queues[q] = queues.get(q, 0) + 1
+            if self._waiters:
+                self.cond.notify_all()
 
     def token(self, queue_id: int | None = None) -> tuple[int, object]:
         """What to pass to :meth:`wait`: the global version, or one queue's; and how many
@@ -62,10 +65,14 @@ class Notifier:
             limit = self.clock.now() + RECHECK_SECONDS
             if deadline is not None:
                 limit = min(limit, deadline)
-            while self._token(queue_id) == seen and not self._closed:
-                if self.clock.now() >= limit:
-                    return
-                self.clock.wait(self.cond, limit)
+            self._waiters += 1
+            try:
+                while self._token(queue_id) == seen and not self._closed:
+                    if self.clock.now() >= limit:
+                        return
+                    self.clock.wait(self.cond, limit)
+            finally:
+                self._waiters -= 1
 
     def close(self) -> None:
         with self.cond:

@@ -127,8 +127,9 @@ class Transaction(Receiving):
         seconds); ``again``: the engine's once more (a RECEIVE that waited); ``refresh``:
         checked against the database now."""
         if self._catalog is None or refresh or again:
-            self._catalog = self._engine.catalogs.get(
-                self._c(), max_age=0.0 if refresh else CATALOG_MAX_AGE)
+            catalogs = self._engine.catalogs
+            self._catalog = (None if refresh else catalogs.fresh(CATALOG_MAX_AGE)) or \
+                catalogs.get(self._c(), max_age=0.0 if refresh else CATALOG_MAX_AGE)
         return self._catalog
 
     def _lookup(self, fn: Callable[[Catalog], T]) -> T:
@@ -362,28 +363,32 @@ class Transaction(Receiving):
     # -- ending ---------------------------------------------------------------------------------
     def commit(self) -> None:
         """Make every effect of the transaction durable at once."""
-        self._check_active()
+        if self._state != "active":
+            self._check_active()
         self._state = "committed"
-        storage = self._storage
-        if not (self._ops or self._received or storage.locks or storage.held):
+        storage, ops = self._storage, self._ops
+        locks = storage.locks
+        if not (ops or self._received or locks or storage.held):
             self._release()
             return
         engine = self._engine
-        ctx = Context(None, self._cat(), engine.clock.now(), engine.anti_replay)  # type: ignore[arg-type]
-        work = Commit(engine.catalogs, engine.store.sends, self._ops, self._eps,
-                      alone=not (self._received or storage.locks or storage.held))
+        ctx = Context(None, self._catalog or self._cat(), engine.clock.now(),  # type: ignore[arg-type]
+                      engine.anti_replay)
+        work = Commit(engine.catalogs, engine.store.sends, ops, self._eps,
+                      alone=not (self._received or locks or storage.held))
 
         def apply(conn: Connection) -> None:
             ctx.conn = conn
             ctx.ready_queues.clear()
             # Received rows first: a conversation this transaction also ends then counts
             # them as received, not removed unreceived.
-            self._finish_receives(conn)
+            if self._received:
+                self._finish_receives(conn)
             work.apply(ctx)
 
-        released = set(storage.locks.values())
+        released: set[int] | bool = set(locks.values()) if locks else False
         try:
-            storage.commit(apply, received=bool(self._received), changed=bool(self._ops))
+            storage.commit(apply, received=bool(self._received), changed=bool(ops))
             if work.wrote_nothing():
                 # The direct SEND wrote nothing and the commit did nothing else: it is made
                 # again the ordinary way.
@@ -394,16 +399,16 @@ class Transaction(Receiving):
             if isinstance(exc, engine.store.errors):
                 raise BrokerError(f"commit failed: {exc}") from exc
             raise
-        timers = any(isinstance(op, (Timer, Begin)) for op in self._ops)
-        engine.forget_endpoints(ctx.changed)
-        engine.forget_endpoints(op.handle for op in self._ops if isinstance(op, (End, Move)))
+        timers = work.timers
+        if ctx.changed:
+            engine.forget_endpoints(ctx.changed)
+        if work.others:
+            engine.forget_endpoints(op.handle for op in ops if isinstance(op, (End, Move)))
         self._release()
         engine.after_commit(ctx.ready_queues, released, timers or ctx.tq_changed,
                             transmitted=ctx.tq_changed)
 
     def _finish_receives(self, conn: Connection) -> None:
-        if not self._received:
-            return
         taken: dict[int, list[tuple[int, str]]] = {}
         kept: list[tuple[int, str]] = []
         for qo, (queue_id, keep, mid) in self._received.items():

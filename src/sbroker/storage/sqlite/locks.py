@@ -247,8 +247,8 @@ class SqliteTxStorage:
                     conn.rollback()
                 self._writer.released()  # we hold the writer: safe here
                 self._drop_hold()
-        else:
-            self._writer.run(run, durable=True)
+        else:  # with no locks to release, ``apply`` is all there is to run
+            self._writer.run(run if self.locks else apply, durable=True)
 
     def rollback(self, count: Callable[[SqliteConnection], T] | None) -> T | None:
         conn = self._conn

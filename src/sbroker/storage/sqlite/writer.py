@@ -376,7 +376,8 @@ class Writer:
         """Write the lazy locks and COMMIT; on failure roll back (keeping in-memory locks
         protected) and raise."""
         try:
-            self._materialize(conn)
+            if self._unlock or self._lazy:
+                self._materialize(conn)
             conn.execute("COMMIT")
             self._lazy.clear()
         except BaseException:
