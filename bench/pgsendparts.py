@@ -123,12 +123,12 @@ def _backend_cpu(pid: int) -> float:
         return int(f.read().split()[0]) / 1e9
 
 
-def _sender(server: pgserver.PostgresServer, name: str, statements: list[str],
-            dbname: str) -> Sender:
+def _sender(server: pgserver.PostgresServer, name: str, statements: list[str], dbname: str,
+            template: str, made: tuple[list[tuple[int, int]], str]) -> Sender:
+    """A copy of the broker database ``template`` with the variant's statements run."""
     import psycopg
 
-    url = server.create_database(dbname)
-    pairs, version = leanpg.broker(url)
+    url = server.create_database(dbname, template=template)
     with psycopg.connect(url, autocommit=True) as setup:
         for statement in statements:
             setup.execute(statement)
@@ -137,6 +137,7 @@ def _sender(server: pgserver.PostgresServer, name: str, statements: list[str],
     conn.execute("PREPARE send(jsonb, bytea, double precision, text) AS"
                  " SELECT n FROM sb_send_direct_many($1, $2, $3, $4) n WHERE n IS NOT NULL")
     conn.execute("SET synchronous_commit = off")
+    pairs, version = made
     return Sender(name, url, conn, pairs, version, conn.info.backend_pid)
 
 
@@ -179,7 +180,9 @@ def run(server: pgserver.PostgresServer, n: int, rounds: int,
     figures: dict[str, list[float]] = {name: [] for name in chosen}
     tag = uuid.uuid4().hex[:8]
     for r in range(rounds):
-        senders = [_sender(server, name, statements, f"sendparts_{tag}_{r}_{k}")
+        base = f"sendparts_{tag}_{r}"
+        made = leanpg.broker(server.create_database(base))  # copied for each variant
+        senders = [_sender(server, name, statements, f"{base}_{k}", base, made)
                    for k, (name, statements) in enumerate(chosen.items())]
         try:
             for t, j in enumerate(range(0, n, BATCH)):
