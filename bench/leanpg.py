@@ -132,7 +132,7 @@ END $$;
 TODAY = "sb_send_direct_many"
 
 
-def _broker(url: str) -> tuple[list[tuple[int, int]], str]:
+def broker(url: str) -> tuple[list[tuple[int, int]], str]:
     """A broker database with 100 dialogs, both ends conversing; the (sender, peer) rowids
     and the catalog version."""
     import psycopg
@@ -174,7 +174,7 @@ def w2_send(url: str, n: int, design: str, server_cpu: Callable[[], float]) -> d
     per CPU second of this process and the server together."""
     import psycopg
 
-    pairs, version = _broker(url)
+    pairs, version = broker(url)
     function = TODAY
     if design != "today":
         bucketed = "bucketed" in design

@@ -3,9 +3,13 @@ placeholders in application statements, and the literals of batched engine state
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from sbroker.storage.ports import Direct
 from sbroker.storage.postgres.connection import render, translate
+from sbroker.storage.postgres.sends import _rows
 
 
 @pytest.mark.parametrize(("sql", "expected"), [
@@ -48,3 +52,15 @@ def test_common_parameters_are_rendered_as_literals() -> None:
 ])
 def test_anything_else_is_left_to_psycopg(sql: str, params: tuple[object, ...]) -> None:
     assert render(sql, params) is None
+
+
+def test_the_rows_of_many_direct_sends_are_the_json_the_function_reads() -> None:
+    odd = 'type "quoted" \\ é'
+    sends = [Direct(7, "H1", 9, 2, "DEFAULT", "N", b"ab", "ID-1"),
+             Direct(8, "H2", 10, 3, odd, "X", b"", "ID-2"),
+             Direct(7, "H1", 9, 2, "DEFAULT", "N", b"cde", "ID-3")]
+    rows, bodies = _rows(sends)
+    assert json.loads(rows) == [[7, 9, "DEFAULT", "N", "ID-1", 1, 2],
+                                [8, 10, odd, "X", "ID-2", 3, 0],
+                                [7, 9, "DEFAULT", "N", "ID-3", 3, 3]]
+    assert bodies == b"abcde"

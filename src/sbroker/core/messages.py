@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import binascii
 import json
 import os
 import re
@@ -61,11 +62,23 @@ _ids: list[str] = []  # made ahead; list.pop and list.extend are atomic, so thre
 os.register_at_fork(after_in_child=_ids.clear)  # a forked child must not reuse the parent's
 
 
+# Where each of a UUID's 32 hex digits goes in its 36 characters (a hyphen after 8, 12, 16, 20).
+_MOVES = [(digit, digit + (digit >= 8) + (digit >= 12) + (digit >= 16) + (digit >= 20))
+          for digit in range(32)]
+_HYPHENS = b"-" * (37 * _IDS_AT_ONCE)  # 36 characters and a space per UUID
+_SPACES = b" " * _IDS_AT_ONCE
+
+
 def _make_ids() -> list[str]:
+    """The next UUIDs, laid out by digit position for all of them at once (32 slice copies)
+    rather than sliced and joined one by one."""
     n = int.from_bytes(os.urandom(16 * _IDS_AT_ONCE)) & _ID_MASK | _ID_BITS
-    h = n.to_bytes(16 * _IDS_AT_ONCE).hex().upper()
-    return [f"{h[k:k + 8]}-{h[k + 8:k + 12]}-{h[k + 12:k + 16]}-{h[k + 16:k + 20]}-"
-            f"{h[k + 20:k + 32]}" for k in range(0, 32 * _IDS_AT_ONCE, 32)]
+    digits = binascii.hexlify(n.to_bytes(16 * _IDS_AT_ONCE)).upper()
+    out = bytearray(_HYPHENS)
+    for digit, at in _MOVES:
+        out[at::37] = digits[digit::32]
+    out[36::37] = _SPACES
+    return out.decode().split()
 
 
 def new_id() -> str:

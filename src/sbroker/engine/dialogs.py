@@ -95,26 +95,41 @@ def direct_sends(ctx: Context, path: SendPath, ops: list[Op], eps: dict[str, End
     """A commit of SENDs only, each on a conversation whose local peer conversed at its last
     commit (as ``path`` remembers) and with a message this catalog accepts: what the
     backend's send path is asked to put straight into the peers' queues.  None when this
-    process already knows one of them cannot go so (the ordinary path then decides)."""
+    process already knows one of them cannot go so (the ordinary path then decides).
+
+    Whether a sender's queue and far service let it go straight (:func:`_direct`) is worked
+    out once per distinct (queue, far service, broker) of the commit: the catalog and the
+    time are the commit's throughout."""
     out: list[Direct] = []
+    append = out.append
+    types = ctx.catalog.message_types
+    peer_of = path.peer
+    new_id = m.new_id
+    direct: dict[tuple[int, str, str | None], bool] = {}
     for op in ops:
         if type(op) is not Send:
             return None
         mtype, body = op.message_type, op.body
-        if mtype in m.SYSTEM_MESSAGE_TYPES:
+        mt = types.get(mtype)
+        if mt is None or mtype in m.SYSTEM_MESSAGE_TYPES or mt.check(body) is not None:
             return None
-        mt = ctx.catalog.message_types.get(mtype)
-        if mt is None or mt.check(body) is not None:
-            return None
+        code = mt.validation_code
         for handle in op.handles:
-            peer = path.peer(handle)
+            peer = peer_of(handle)
             ep = eps.get(handle)
-            if peer is None or ep is None or ep.conv_order is None or not _direct(
-                    ctx, ep.queue_id, ep.far_service, ep.far_broker_instance):
+            if peer is None or ep is None or ep.conv_order is None:
                 return None
-            out.append(Direct(ep.conv_order, handle, peer[0], peer[1], mtype,
-                              mt.validation_code, body, m.new_id()))
+            key = (ep.queue_id, ep.far_service, ep.far_broker_instance)
+            ok = direct.get(key)
+            if ok is None:
+                ok = direct[key] = _direct(ctx, *key)
+            if not ok:
+                return None
+            append(_new_direct(Direct, (ep.conv_order, handle, peer[0], peer[1], mtype, code,
+                                        body, new_id())))
     return out
+
+_new_direct = tuple.__new__  # a Direct from its fields without the namedtuple's Python __new__
 
 def _is_touched(ctx: Context, handle: str, peer: object) -> bool:
     """Whether this commit changed the endpoint or its peer since their row was read."""

@@ -4,6 +4,7 @@ one function, and its answer comes back with COMMIT in the same round trip."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from sbroker.storage.direct import PeerMemory
@@ -25,14 +26,8 @@ class CommitSends(PeerMemory):
                 d.message_type, d.validation, d.body, d.message_id, now, d.sender, d.handle,
                 d.peer, version))
         else:
-            rows: list[list[object]] = []
-            offset = 1
-            for d in sends:
-                rows.append([d.sender, d.peer, d.message_type, d.validation, d.message_id,
-                             offset, len(d.body)])
-                offset += len(d.body)
-            done = conn.execute(conn.sql.send_direct_many, (
-                conn.ids(rows), b"".join(d.body for d in sends), now, version))
+            rows, bodies = _rows(sends)
+            done = conn.execute(conn.sql.send_direct_many, (rows, bodies, now, version))
         return _Answer(done)
 
 
@@ -46,3 +41,24 @@ class _Answer:
 
     def __call__(self) -> bool:
         return self._done.rowcount == 1
+
+
+def _rows(sends: Sequence[Direct]) -> tuple[str, bytes]:
+    """sb_send_direct_many's rows (JSON text) and bodies (one bytea), in send order.  The
+    text is written here rather than by ``json.dumps``: the numbers and the message ids
+    (``messages.new_id``'s UUID text) need no escaping, and a commit's message types are
+    few, each encoded once."""
+    rows: list[str] = []
+    bodies: list[bytes] = []
+    append, add = rows.append, bodies.append
+    types: dict[tuple[str, str], str] = {}
+    offset = 1
+    for sender, _, peer, _, mtype, validation, body, message_id in sends:
+        kind = types.get((mtype, validation))
+        if kind is None:
+            kind = types[mtype, validation] = f"{json.dumps(mtype)},{json.dumps(validation)}"
+        size = len(body)
+        append(f'[{sender},{peer},{kind},"{message_id}",{offset},{size}]')
+        add(body)
+        offset += size
+    return f"[{','.join(rows)}]", b"".join(bodies)
