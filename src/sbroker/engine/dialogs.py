@@ -125,11 +125,9 @@ def direct_sends(ctx: Context, path: SendPath, ops: list[Op], eps: dict[str, End
                 ok = direct[key] = _direct(ctx, *key)
             if not ok:
                 return None
-            append(_new_direct(Direct, (ep.conv_order, handle, peer[0], peer[1], mtype, code,
-                                        body, new_id())))
+            append(Direct(ep.conv_order, handle, peer[0], peer[1], mtype, code, body,
+                          new_id()))
     return out
-
-_new_direct = tuple.__new__  # a Direct from its fields without the namedtuple's Python __new__
 
 def _is_touched(ctx: Context, handle: str, peer: object) -> bool:
     """Whether this commit changed the endpoint or its peer since their row was read."""

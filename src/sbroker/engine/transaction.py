@@ -363,8 +363,7 @@ class Transaction(Receiving):
     # -- ending ---------------------------------------------------------------------------------
     def commit(self) -> None:
         """Make every effect of the transaction durable at once."""
-        if self._state != "active":
-            self._check_active()
+        self._check_active()
         self._state = "committed"
         storage, ops = self._storage, self._ops
         locks = storage.locks
@@ -372,8 +371,7 @@ class Transaction(Receiving):
             self._release()
             return
         engine = self._engine
-        ctx = Context(None, self._catalog or self._cat(), engine.clock.now(),  # type: ignore[arg-type]
-                      engine.anti_replay)
+        ctx = Context(None, self._cat(), engine.clock.now(), engine.anti_replay)  # type: ignore[arg-type]
         work = Commit(engine.catalogs, engine.store.sends, ops, self._eps,
                       alone=not (self._received or locks or storage.held))
 

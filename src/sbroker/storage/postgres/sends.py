@@ -44,21 +44,12 @@ class _Answer:
 
 
 def _rows(sends: Sequence[Direct]) -> tuple[str, bytes]:
-    """sb_send_direct_many's rows (JSON text) and bodies (one bytea), in send order.  The
-    text is written here rather than by ``json.dumps``: the numbers and the message ids
-    (``messages.new_id``'s UUID text) need no escaping, and a commit's message types are
-    few, each encoded once."""
-    rows: list[str] = []
-    bodies: list[bytes] = []
-    append, add = rows.append, bodies.append
-    types: dict[tuple[str, str], str] = {}
+    """sb_send_direct_many's rows (JSON text: sender, peer, message type, validation, message
+    id, the body's 1-based offset and length) and bodies (one bytea), in send order."""
+    rows: list[list[object]] = []
     offset = 1
-    for sender, _, peer, _, mtype, validation, body, message_id in sends:
-        kind = types.get((mtype, validation))
-        if kind is None:
-            kind = types[mtype, validation] = f"{json.dumps(mtype)},{json.dumps(validation)}"
-        size = len(body)
-        append(f'[{sender},{peer},{kind},"{message_id}",{offset},{size}]')
-        add(body)
-        offset += size
-    return f"[{','.join(rows)}]", b"".join(bodies)
+    for d in sends:
+        rows.append([d.sender, d.peer, d.message_type, d.validation, d.message_id, offset,
+                     len(d.body)])
+        offset += len(d.body)
+    return json.dumps(rows), b"".join(d.body for d in sends)
