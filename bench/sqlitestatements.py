@@ -1,0 +1,252 @@
+"""`python -m bench.sqlitestatements`: where a transaction's time goes on SQLite, statement
+by statement, beside the embedded peer's whole transaction in the same run.
+
+``python -m bench.sqlitestatements [-n 20000] [-k 100] [--runs 3]``
+
+Each run sends ``-n`` messages ``-k`` per transaction round-robin on 100 dialogs of a fresh
+broker database, then receives them ``-k`` at a time (W2's shape with the defaults; ``-k 1``
+is W1's). The engine's connections are made of a subclass that times every ``execute`` and
+``executemany`` (a SELECT's rows are fetched inside the timing, so its row steps count).
+The peer does the same in the same run: litequeue's batch put for ``-k`` above 1 (it has no
+batch receive), huey's enqueue and dequeue for ``-k 1``. Printed, per phase:
+
+- the wall time per message of sbroker and of the peer (medians of ``--runs``);
+- from the median run, each statement's time per message on the transaction's thread, the
+  rest of that thread's time (the engine's Python and its waits), and the checkpointer
+  thread's time apart (it runs beside the transactions, on its own connection).
+
+The statements alone against the peer's whole time say how far the schema can go: when they
+already take the peer's time over the target ratio, no Python makes up for it. Durability
+"normal" for all (synchronous=NORMAL).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import statistics
+import tempfile
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+from rich.console import Console
+from rich.table import Table
+
+from bench.workloads import body
+
+CONVERSATIONS = 100
+CHECKPOINT = "PRAGMA wal_checkpoint(PASSIVE)"
+
+
+class Rows:
+    """A SELECT's rows, fetched while the statement was timed, read like its cursor."""
+
+    def __init__(self, rows: list[Any], rowcount: int) -> None:
+        self._rows, self._at, self.rowcount = rows, 0, rowcount
+
+    def fetchone(self) -> Any:
+        if self._at >= len(self._rows):
+            return None
+        self._at += 1
+        return self._rows[self._at - 1]
+
+    def fetchall(self) -> list[Any]:
+        rest, self._at = self._rows[self._at:], len(self._rows)
+        return rest
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.fetchall())
+
+
+class Timings:
+    """Seconds and calls per statement (its first line), per thread kind, this process."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.seconds: defaultdict[str, float] = defaultdict(float)
+        self.calls: Counter[str] = Counter()
+
+    def add(self, sql: str, seconds: float, many: bool) -> None:
+        line = sql.strip().splitlines()[0]
+        name = ("executemany " if many else "") + (line[:70] + "..." if len(line) > 73 else line)
+        with self.lock:
+            self.seconds[name] += seconds
+            self.calls[name] += 1
+
+    def clear(self) -> None:
+        with self.lock:
+            self.seconds.clear()
+            self.calls.clear()
+
+
+def timed_connection(timings: Timings) -> type[sqlite3.Connection]:
+    """The engine's connection class, timing every statement into ``timings``."""
+    from sbroker.storage.sqlite.connection import SqliteConnection
+
+    class Timed(SqliteConnection):
+        def execute(self, sql: str, params: Any = (), /) -> Any:
+            t0 = time.perf_counter()
+            cur: Any = super().execute(sql, params)
+            if cur.description is not None:  # rows to step through: inside the timing
+                cur = Rows(cur.fetchall(), cur.rowcount)
+            timings.add(sql, time.perf_counter() - t0, False)
+            return cur
+
+        def executemany(self, sql: str, params: Any, /) -> Any:
+            t0 = time.perf_counter()
+            cur = super().executemany(sql, params)
+            timings.add(sql, time.perf_counter() - t0, True)
+            return cur
+
+    return Timed
+
+
+def _sbroker_run(workdir: Path, n: int, k: int, timings: Timings
+                 ) -> dict[str, tuple[float, dict[str, float], Counter[str]]]:
+    """One run's send and receive phases: wall seconds, statement seconds and calls."""
+    import sbroker
+    from sbroker.storage.sqlite import connector
+
+    out = {}
+    with mock.patch.object(connector, "SqliteConnection", timed_connection(timings)):
+        b = sbroker.Broker.open(workdir / "b.db", durability="normal")
+        try:
+            b.create_queue("I")
+            b.create_queue("T")
+            b.create_service("Init", "I")
+            b.create_service("Target", "T", contracts=["DEFAULT"])
+            with b.transaction() as tx:
+                handles = [tx.begin_dialog("Init", "Target") for _ in range(CONVERSATIONS)]
+            bodies = [body(i, 200) for i in range(n)]
+
+            def send() -> None:
+                for start in range(0, n, k):
+                    with b.transaction() as tx:
+                        for i in range(start, min(n, start + k)):
+                            tx.send(handles[i % CONVERSATIONS], "DEFAULT", bodies[i])
+
+            def receive() -> None:
+                got = 0
+                while got < n:
+                    with b.transaction() as tx:
+                        got += len(tx.receive("T", top=k, timeout=5.0))
+
+            for phase, fn in (("send", send), ("receive", receive)):
+                timings.clear()
+                t0 = time.perf_counter()
+                fn()
+                wall = time.perf_counter() - t0
+                with timings.lock:
+                    out[phase] = (wall, dict(timings.seconds), Counter(timings.calls))
+        finally:
+            b.close()
+    return out
+
+
+def _peer_run(workdir: Path, n: int, k: int) -> tuple[str, dict[str, float]]:
+    """The peer's wall seconds per phase: litequeue's batch put, or huey one by one."""
+    from bench.servers import ServerPool
+
+    bodies = [body(i, 200) for i in range(n)]
+    pool = ServerPool(lambda _line: None)
+    if k > 1:
+        from bench.systems.litequeue import LiteQueue
+
+        lq = LiteQueue(pool)
+        lq.setup(workdir, "normal")
+        client = lq.client()
+        t0 = time.perf_counter()
+        for start in range(0, n, k):
+            client.send_batch(bodies[start:start + k])
+        wall = time.perf_counter() - t0
+        client.close()
+        return "litequeue", {"send": wall}
+    from bench.systems.huey import Huey
+
+    huey = Huey(pool)
+    huey.setup(workdir, "normal")
+    hc = huey.client()
+    try:
+        t0 = time.perf_counter()
+        for b in bodies:
+            hc.send_one(b)
+        t1 = time.perf_counter()
+        for _ in bodies:
+            hc.receive_one(5.0)
+        return "huey", {"send": t1 - t0, "receive": time.perf_counter() - t1}
+    finally:
+        hc.close()
+        huey.teardown()
+
+
+def _table(per_msg: dict[str, float], calls: Counter[str], transactions: int,
+           wall: float) -> Table:
+    """One phase's statements, µs per message, from the median run."""
+    sql = sum(us for name, us in per_msg.items() if name != CHECKPOINT)
+    table = Table()
+    for col in ("calls / tx", "µs / msg"):
+        table.add_column(col, justify="right")
+    table.add_column("statement", no_wrap=True, overflow="ellipsis", max_width=90)
+    for name, us in sorted(per_msg.items(), key=lambda item: -item[1]):
+        where = "  (checkpointer thread, beside the transactions)" if name == CHECKPOINT else ""
+        table.add_row(f"{calls[name] / transactions:,.2f}", f"{us:,.2f}", name + where)
+    table.add_row("", f"{wall - sql:,.2f}", "the rest of the transaction's thread (Python,"
+                  " waits)")
+    return table
+
+
+def _summary(phase: str, n: int, k: int, runs: int, wall: float, sql: float,
+             peer: tuple[str, float] | None) -> str:
+    line = (f"{phase}, {k} per transaction ({n:,} msgs, median of {runs}): sbroker"
+            f" {wall:,.1f} µs per message, of which its statements {sql:,.1f}")
+    if peer is not None:
+        line += (f"; {peer[0]} {peer[1]:,.1f} µs per message. The statements alone:"
+                 f" {peer[1] / sql:.2f}x the peer's speed; sbroker whole: {peer[1] / wall:.2f}x")
+    return line
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.sqlitestatements", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-n", type=int, default=20_000, help="messages per run (default 20,000)")
+    p.add_argument("-k", type=int, default=100, help="messages per transaction (default 100)")
+    p.add_argument("--runs", type=int, default=3)
+    args = p.parse_args(argv)
+    n, k = args.n - args.n % args.k, args.k
+    if n <= 0 or k <= 0:
+        p.error("-n and -k must be positive, with -n at least -k")
+    console = Console(width=160)
+    timings = Timings()
+    ours: list[dict[str, tuple[float, dict[str, float], Counter[str]]]] = []
+    theirs: list[dict[str, float]] = []
+    peer_name = ""
+    for run in range(1, args.runs + 1):
+        with tempfile.TemporaryDirectory(prefix="sbroker-sqlite-stmts-") as tmp:
+            ours.append(_sbroker_run(Path(tmp), n, k, timings))
+            peer_name, peer = _peer_run(Path(tmp), n, k)
+            theirs.append(peer)
+        for phase, (wall, _s, _c) in ours[-1].items():
+            line = f"run {run}/{args.runs} {phase:>7}: sbroker {n / wall:>9,.0f} msgs/s"
+            if phase in peer:
+                line += f", {peer_name} {n / peer[phase]:>9,.0f} msgs/s"
+            console.print(line)
+    for phase in ("send", "receive"):
+        runs = sorted(ours, key=lambda r: r[phase][0])
+        wall, seconds, calls = runs[len(runs) // 2][phase]
+        peer_wall = [r[phase] for r in theirs if phase in r]
+        peer_us = (peer_name, statistics.median(peer_wall) / n * 1e6) if peer_wall else None
+        per_msg = {name: sec / n * 1e6 for name, sec in seconds.items()}
+        sql = sum(us for name, us in per_msg.items() if name != CHECKPOINT)
+        console.print(_summary(phase, n, k, args.runs, wall / n * 1e6, sql, peer_us),
+                      soft_wrap=True)
+        console.print(_table(per_msg, calls, -(-n // k), wall / n * 1e6))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
