@@ -231,10 +231,10 @@ def sbroker_w1_send(path: Path, n: int, *, bare: bool = False) -> dict[str, floa
                 sender, handle, peer = dialogs[i % len(dialogs)]
                 conn.execute("BEGIN IMMEDIATE")
                 inserted = conn.execute(SQL.send_direct, (
-                    "DEFAULT", "N", BODY, new_id(), time.time(), sender, handle, peer,
+                    0, "DEFAULT", "N", BODY, new_id(), time.time(), sender, handle, peer,
                     version)).rowcount
                 if not bare:
-                    conn.execute(SQL.bump_send_seq, (sender,))
+                    conn.execute(SQL.bump_send_seq, (1, sender))
                 conn.execute("COMMIT")
                 if inserted != 1:
                     raise AssertionError("the dialog was not conversing")

@@ -300,9 +300,9 @@ class Today(_Db):
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
         done = conn.execute(self.sql.send_direct, (
-            "DEFAULT", "N", next(self.bodies), new_id(), time.time(), sender, handle, peer,
+            0, "DEFAULT", "N", next(self.bodies), new_id(), time.time(), sender, handle, peer,
             self.version)).rowcount
-        conn.execute(self.sql.bump_send_seq, (sender,))
+        conn.execute(self.sql.bump_send_seq, (1, sender))
         self.commit()
         if done != 1:
             raise AssertionError("the dialog was not conversing")

@@ -51,7 +51,7 @@ def test_every_backend_defines_the_same_engine_statements() -> None:
 
 # A single writer numbers a direct SEND in a statement of its own (storage/sqlite/sends.py);
 # on PostgreSQL send_direct numbers it too, under the conversation's lock.
-SERIAL_WRITER_ONLY = {"bump_send_seq"}
+SERIAL_WRITER_ONLY = {"bump_send_seq", "unsend_direct"}
 # A commit's many SENDs in one statement whose answer comes with COMMIT
 # (storage/postgres/sends.py): a single writer numbers them in memory instead.
 CONCURRENT_WRITERS_ONLY = {"send_direct_many"}

@@ -406,18 +406,19 @@ WHERE s.conv_order IN (SELECT value FROM json_each(?)) AND s.state = 'CO' AND p.
 UPDATE sb_endpoints SET send_seq = ? WHERE conv_order = ?
 
 -- name: send_direct
--- A commit's one SEND on a conversation whose local peer conversed before: the message goes
--- into the peer's queue numbered by the sender's send_seq if both ends still converse,
--- nothing waits in the transmission queue and the catalog is the one the commit checked
--- (its version): one row inserted, else none (then the ordinary path). The sender and its
--- peer are found by rowid (the unary + keeps the planner off the conversation index), the
--- sender's handle guards against a reused rowid.
--- Params: message_type, validation, body, message_id, enqueued_at, sender rowid, sender
--- handle, peer rowid, catalog version. The caller then runs bump_send_seq.
+-- A commit's SEND on a conversation whose local peer conversed before: the message goes into
+-- the peer's queue numbered by the sender's send_seq plus its place among the commit's
+-- messages on that conversation (0, 1, ...) if both ends still converse, nothing waits in the
+-- transmission queue and the catalog is the one the commit checked (its version): one row
+-- inserted, else none (then the ordinary path). The sender and its peer are found by rowid
+-- (the unary + keeps the planner off the conversation index), the sender's handle guards
+-- against a reused rowid.
+-- Params: place, message_type, validation, body, message_id, enqueued_at, sender rowid,
+-- sender handle, peer rowid, catalog version. The caller then runs bump_send_seq.
 INSERT INTO sb_messages(queue_id, group_key, handle, conv_order, msn, status, priority,
     is_timer, message_type, validation, body, message_id, service, contract, enqueued_at)
-SELECT p.queue_id, p.group_key, p.handle, p.conv_order, s.send_seq, 1, p.priority, 0, ?, ?, ?,
-    ?, p.service, p.contract, ?
+SELECT p.queue_id, p.group_key, p.handle, p.conv_order, s.send_seq + ?, 1, p.priority, 0, ?, ?,
+    ?, ?, p.service, p.contract, ?
 FROM sb_endpoints s, sb_endpoints p
 WHERE s.conv_order = ? AND s.handle = ? AND p.conv_order = ? AND s.state = 'CO'
     AND p.state = 'CO' AND +p.conversation_id = s.conversation_id
@@ -425,9 +426,16 @@ WHERE s.conv_order = ? AND s.handle = ? AND p.conv_order = ? AND s.state = 'CO'
     AND NOT EXISTS (SELECT 1 FROM sb_transmission_queue t WHERE t.handle = s.handle)
     AND (SELECT value FROM sb_meta WHERE key = 'catalog_version') = ?
 
+-- name: unsend_direct
+-- send_direct's rows when some of a commit's did not go in: the newest ones (the single
+-- writer inserted them last, AUTOINCREMENT gave them the highest positions). Params: how many.
+DELETE FROM sb_messages WHERE queuing_order IN (
+    SELECT queuing_order FROM sb_messages ORDER BY queuing_order DESC LIMIT ?)
+
 -- name: bump_send_seq
--- After send_direct: the sender's next sequence number, by rowid. Params: conv_order.
-UPDATE sb_endpoints SET send_seq = send_seq + 1 WHERE conv_order = ?
+-- After send_direct: the sender's next sequence number, by rowid. Params: how many messages
+-- went, conv_order.
+UPDATE sb_endpoints SET send_seq = send_seq + ? WHERE conv_order = ?
 
 -- name: peer_and_pending
 -- Does the conversation have messages waiting in the transmission queue (they must go
