@@ -49,11 +49,12 @@ def test_every_backend_defines_the_same_engine_statements() -> None:
     assert sorted(postgres - sqlite - CONCURRENT_WRITERS_ONLY) == []
 
 
-# A single writer numbers a direct SEND in a statement of its own (storage/sqlite/sends.py);
-# on PostgreSQL send_direct numbers it too, under the conversation's lock.
+# A single writer numbers direct SENDs in a statement of its own and deletes them again when
+# one of a commit's could not go (storage/sqlite/sends.py); on PostgreSQL send_direct numbers
+# under the conversation's lock and the function is all or nothing.
 SERIAL_WRITER_ONLY = {"bump_send_seq", "unsend_direct"}
 # A commit's many SENDs in one statement whose answer comes with COMMIT
-# (storage/postgres/sends.py): a single writer numbers them in memory instead.
+# (storage/postgres/sends.py): a single writer runs send_direct once per message instead.
 CONCURRENT_WRITERS_ONLY = {"send_direct_many"}
 
 

@@ -184,8 +184,8 @@ class SendPath(Protocol):
     """How a commit's SENDs on conversations whose local peer converses go straight into
     the peer's queue, and what the backend remembers of such conversations between commits.
 
-    SQLite's single writer knows the outcome of one such INSERT at once and numbers the
-    sender in a second statement; PostgreSQL's ``sb_send_direct`` locks, checks, inserts and
+    SQLite's single writer knows the outcome of such INSERTs at once and numbers the
+    senders in a second statement; PostgreSQL's ``sb_send_direct`` locks, checks, inserts and
     numbers in one function whose answer comes with COMMIT, so it only takes commits that do
     nothing else."""
 
