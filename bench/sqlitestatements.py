@@ -37,6 +37,7 @@ from unittest import mock
 from rich.console import Console
 from rich.table import Table
 
+from bench.systems.base import System, Unavailable
 from bench.workloads import body
 
 CONVERSATIONS = 100
@@ -148,40 +149,38 @@ def _sbroker_run(workdir: Path, n: int, k: int, timings: Timings
     return out
 
 
-def _peer_run(workdir: Path, n: int, k: int) -> tuple[str, dict[str, float]]:
-    """The peer's wall seconds per phase: litequeue's batch put, or huey one by one."""
+def peer_system(k: int) -> type[System]:
+    """The peer the issue holds this shape to: litequeue for batches, huey for W1."""
+    from bench.systems.huey import Huey
+    from bench.systems.litequeue import LiteQueue
+
+    return LiteQueue if k > 1 else Huey
+
+
+def _peer_run(workdir: Path, n: int, k: int) -> dict[str, float]:
+    """The peer's wall seconds per phase: litequeue's batch put (it has no batch receive),
+    or huey's enqueues then dequeues, one per transaction."""
     from bench.servers import ServerPool
 
     bodies = [body(i, 200) for i in range(n)]
-    pool = ServerPool(lambda _line: None)
-    if k > 1:
-        from bench.systems.litequeue import LiteQueue
-
-        lq = LiteQueue(pool)
-        lq.setup(workdir, "normal")
-        client = lq.client()
-        t0 = time.perf_counter()
-        for start in range(0, n, k):
-            client.send_batch(bodies[start:start + k])
-        wall = time.perf_counter() - t0
-        client.close()
-        return "litequeue", {"send": wall}
-    from bench.systems.huey import Huey
-
-    huey = Huey(pool)
-    huey.setup(workdir, "normal")
-    hc = huey.client()
+    system = peer_system(k)(ServerPool(lambda _line: None))
+    system.setup(workdir, "normal")
+    client = system.client()
     try:
         t0 = time.perf_counter()
+        if k > 1:
+            for start in range(0, n, k):
+                client.send_batch(bodies[start:start + k])
+            return {"send": time.perf_counter() - t0}
         for b in bodies:
-            hc.send_one(b)
+            client.send_one(b)
         t1 = time.perf_counter()
         for _ in bodies:
-            hc.receive_one(5.0)
-        return "huey", {"send": t1 - t0, "receive": time.perf_counter() - t1}
+            client.receive_one(5.0)
+        return {"send": t1 - t0, "receive": time.perf_counter() - t1}
     finally:
-        hc.close()
-        huey.teardown()
+        client.close()
+        system.teardown()
 
 
 def _table(per_msg: dict[str, float], calls: Counter[str], transactions: int,
@@ -224,11 +223,17 @@ def main(argv: list[str] | None = None) -> int:
     timings = Timings()
     ours: list[dict[str, tuple[float, dict[str, float], Counter[str]]]] = []
     theirs: list[dict[str, float]] = []
-    peer_name = ""
+    peer_name = peer_system(k).name
+    try:
+        peer_system(k).check()
+    except Unavailable as exc:
+        console.print(f"{exc}: sbroker alone in this run, no peer to compare with",
+                      soft_wrap=True)
+        peer_name = ""
     for run in range(1, args.runs + 1):
         with tempfile.TemporaryDirectory(prefix="sbroker-sqlite-stmts-") as tmp:
             ours.append(_sbroker_run(Path(tmp), n, k, timings))
-            peer_name, peer = _peer_run(Path(tmp), n, k)
+            peer = _peer_run(Path(tmp), n, k) if peer_name else {}
             theirs.append(peer)
         for phase, (wall, _s, _c) in ours[-1].items():
             line = f"run {run}/{args.runs} {phase:>7}: sbroker {n / wall:>9,.0f} msgs/s"
