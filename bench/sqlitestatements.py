@@ -5,10 +5,12 @@ by statement, beside the embedded peer's whole transaction in the same run.
 
 Each run sends ``-n`` messages ``-k`` per transaction round-robin on 100 dialogs of a fresh
 broker database, then receives them ``-k`` at a time (W2's shape with the defaults; ``-k 1``
-is W1's). The engine's connections are made of a subclass that times every ``execute`` and
+is W1's), through the bench's own client (``bench/systems/sbroker.py``, as ``python -m bench``
+runs them). The engine's connections are made of a subclass that times every ``execute`` and
 ``executemany`` (a SELECT's rows are fetched inside the timing, so its row steps count).
-The peer does the same in the same run: litequeue's batch put for ``-k`` above 1 (it has no
-batch receive), huey's enqueue and dequeue for ``-k 1``. Printed, per phase:
+The peer runs the same phases through its bench client in the same run: litequeue's batch put
+for ``-k`` above 1 (it has no batch receive), huey's enqueue and dequeue for ``-k 1``.
+Printed, per phase:
 
 - the wall time per message of sbroker and of the peer (medians of ``--runs``);
 - from the median run, each statement's time per message on the transaction's thread, the
@@ -29,7 +31,7 @@ import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -40,7 +42,6 @@ from rich.table import Table
 from bench.systems.base import System, Unavailable
 from bench.workloads import body
 
-CONVERSATIONS = 100
 CHECKPOINT = "PRAGMA wal_checkpoint(PASSIVE)"
 
 
@@ -107,46 +108,61 @@ def timed_connection(timings: Timings) -> type[sqlite3.Connection]:
     return Timed
 
 
+def _phases(system: System, workdir: Path, n: int, k: int,
+            around: Callable[[str, Callable[[], None]], float]) -> dict[str, float]:
+    """Run ``system``'s send phase and its receive phase (if it has the shape's) through the
+    bench's own client: ``around(phase, fn)`` runs and times each; wall seconds per phase."""
+    bodies = [body(i, 200) for i in range(n)]
+    system.setup(workdir, "normal")
+    client = system.client()
+
+    def send() -> None:
+        if k == 1:
+            for b in bodies:
+                client.send_one(b)
+        else:
+            for start in range(0, n, k):
+                client.send_batch(bodies[start:start + k])
+
+    def receive() -> None:
+        got = 0
+        while got < n:
+            if k == 1:
+                got += client.receive_one(5.0) is not None
+            else:
+                got += len(client.receive_batch(k, 5.0))
+
+    try:
+        out = {"send": around("send", send)}
+        if k == 1 or not system.no_batch_receive:
+            out["receive"] = around("receive", receive)
+        return out
+    finally:
+        client.close()
+        system.teardown()
+
+
 def _sbroker_run(workdir: Path, n: int, k: int, timings: Timings
                  ) -> dict[str, tuple[float, dict[str, float], Counter[str]]]:
     """One run's send and receive phases: wall seconds, statement seconds and calls."""
-    import sbroker
+    from bench.servers import ServerPool
+    from bench.systems.sbroker import Sbroker
     from sbroker.storage.sqlite import connector
 
-    out = {}
+    statements: dict[str, tuple[dict[str, float], Counter[str]]] = {}
+
+    def timed(phase: str, fn: Callable[[], None]) -> float:
+        timings.clear()
+        t0 = time.perf_counter()
+        fn()
+        wall = time.perf_counter() - t0
+        with timings.lock:
+            statements[phase] = (dict(timings.seconds), Counter(timings.calls))
+        return wall
+
     with mock.patch.object(connector, "SqliteConnection", timed_connection(timings)):
-        b = sbroker.Broker.open(workdir / "b.db", durability="normal")
-        try:
-            b.create_queue("I")
-            b.create_queue("T")
-            b.create_service("Init", "I")
-            b.create_service("Target", "T", contracts=["DEFAULT"])
-            with b.transaction() as tx:
-                handles = [tx.begin_dialog("Init", "Target") for _ in range(CONVERSATIONS)]
-            bodies = [body(i, 200) for i in range(n)]
-
-            def send() -> None:
-                for start in range(0, n, k):
-                    with b.transaction() as tx:
-                        for i in range(start, min(n, start + k)):
-                            tx.send(handles[i % CONVERSATIONS], "DEFAULT", bodies[i])
-
-            def receive() -> None:
-                got = 0
-                while got < n:
-                    with b.transaction() as tx:
-                        got += len(tx.receive("T", top=k, timeout=5.0))
-
-            for phase, fn in (("send", send), ("receive", receive)):
-                timings.clear()
-                t0 = time.perf_counter()
-                fn()
-                wall = time.perf_counter() - t0
-                with timings.lock:
-                    out[phase] = (wall, dict(timings.seconds), Counter(timings.calls))
-        finally:
-            b.close()
-    return out
+        walls = _phases(Sbroker(ServerPool(lambda _line: None)), workdir, n, k, timed)
+    return {phase: (wall, *statements[phase]) for phase, wall in walls.items()}
 
 
 def peer_system(k: int) -> type[System]:
@@ -162,25 +178,12 @@ def _peer_run(workdir: Path, n: int, k: int) -> dict[str, float]:
     or huey's enqueues then dequeues, one per transaction."""
     from bench.servers import ServerPool
 
-    bodies = [body(i, 200) for i in range(n)]
-    system = peer_system(k)(ServerPool(lambda _line: None))
-    system.setup(workdir, "normal")
-    client = system.client()
-    try:
+    def plain(_phase: str, fn: Callable[[], None]) -> float:
         t0 = time.perf_counter()
-        if k > 1:
-            for start in range(0, n, k):
-                client.send_batch(bodies[start:start + k])
-            return {"send": time.perf_counter() - t0}
-        for b in bodies:
-            client.send_one(b)
-        t1 = time.perf_counter()
-        for _ in bodies:
-            client.receive_one(5.0)
-        return {"send": t1 - t0, "receive": time.perf_counter() - t1}
-    finally:
-        client.close()
-        system.teardown()
+        fn()
+        return time.perf_counter() - t0
+
+    return _phases(peer_system(k)(ServerPool(lambda _line: None)), workdir, n, k, plain)
 
 
 def _table(per_msg: dict[str, float], calls: Counter[str], transactions: int,

@@ -6,6 +6,7 @@ message waiting in the transmission queue, the body), the SEND takes the ordinar
 from __future__ import annotations
 
 import pytest
+from support.helpers import drain
 
 import sbroker
 
@@ -20,16 +21,6 @@ def _conversing(broker: sbroker.Broker, service: str = "TargetService",
     with broker.transaction() as tx:
         (first,) = tx.receive("TargetQueue")
     return init, first.conversation_handle
-
-
-def _drain(broker: sbroker.Broker, queue: str) -> list[sbroker.Message]:
-    got = []
-    while True:
-        with broker.transaction() as tx:
-            batch = tx.receive(queue)
-        if not batch:
-            return got
-        got += batch
 
 
 def test_single_and_batched_sends_number_one_sequence_each_way(pair: sbroker.Broker) -> None:
@@ -47,8 +38,8 @@ def test_single_and_batched_sends_number_one_sequence_each_way(pair: sbroker.Bro
                 handle = init if i % 2 else target
                 tx.send(handle, "DEFAULT", f"{handle[:4]} {i}")
                 expected[handle].append(f"{handle[:4]} {i}")
-    at_target = _drain(pair, "TargetQueue")
-    at_init = _drain(pair, "InitQueue")
+    at_target = drain(pair, "TargetQueue")
+    at_init = drain(pair, "InitQueue")
     assert [m.text() for m in at_target] == expected[init][1:]
     assert [m.text() for m in at_init] == expected[target]
     assert [m.message_sequence_number for m in at_target] == list(range(1, len(expected[init])))
@@ -67,7 +58,7 @@ def test_a_send_after_the_peer_ended_elsewhere_is_refused_at_commit(
     with pytest.raises(sbroker.BrokerError) as e, pair.transaction() as tx:
         tx.send(init, "DEFAULT", b"too late")
     assert e.value.number == 8429
-    texts = [m.text() for m in _drain(pair, "TargetQueue")]
+    texts = [m.text() for m in drain(pair, "TargetQueue")]
     assert "too late" not in texts
 
 
@@ -91,7 +82,7 @@ def test_a_send_after_another_broker_disabled_the_target_queue_waits(
         other.alter_queue("TargetQueue", status=True)  # delivers what waits
     with pair.transaction() as tx:
         tx.send(init, "DEFAULT", b"4")
-    got = [(m.text(), m.message_sequence_number) for m in _drain(pair, "TargetQueue")]
+    got = [(m.text(), m.message_sequence_number) for m in drain(pair, "TargetQueue")]
     assert got == [("1", 1), ("2", 2), ("3", 3), ("4", 4)]
 
 
@@ -104,6 +95,6 @@ def test_a_body_failing_validation_on_a_conversing_dialog_errors(pair: sbroker.B
         tx.send(init, "J", b"[1]")
     with pair.transaction() as tx:
         tx.send(init, "J", b"not json")
-    assert [m.text() for m in _drain(pair, "TargetQueue")] == ["[1]"]
-    (error,) = _drain(pair, "InitQueue")
+    assert [m.text() for m in drain(pair, "TargetQueue")] == ["[1]"]
+    (error,) = drain(pair, "InitQueue")
     assert error.is_error and error.error()[0] == -9615

@@ -51,6 +51,17 @@ def send(b: sbroker.Broker, handle: str, *bodies: str) -> None:
             tx.send(handle, body=body)
 
 
+def drain(b: sbroker.Broker, queue: str) -> list[sbroker.Message]:
+    """Every message of ``queue``, received group by group, each RECEIVE its own commit."""
+    got: list[sbroker.Message] = []
+    while True:
+        with b.transaction() as tx:
+            batch = tx.receive(queue)
+        if not batch:
+            return got
+        got += batch
+
+
 def bodies(messages: list[sbroker.Message]) -> list[str]:
     return [m.text() for m in messages]
 
