@@ -3,9 +3,9 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
-# pytest-xdist workers of `make test`: 0 runs the suite in one process; `make test WORKERS=2`
-# in two (the tests of the shared Spark session stay in one worker: --dist loadgroup)
-WORKERS ?= 0
+# pytest-xdist workers of `make test`: two by default (the tests of the shared Spark session
+# stay in one worker: --dist loadgroup); `make test WORKERS=0` runs the suite in one process
+WORKERS ?= 2
 
 .PHONY: setup chromium postgresql run demo stream test lint bench bench-quick clean
 
