@@ -25,13 +25,14 @@ already take the peer's time over the target ratio, no Python makes up for it. D
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sqlite3
 import statistics
 import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -40,7 +41,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.systems.base import System, Unavailable
-from bench.workloads import body
+from bench.workloads import Around, Sizes, untouched, w1, w2
 
 CHECKPOINT = "PRAGMA wal_checkpoint(PASSIVE)"
 
@@ -109,37 +110,17 @@ def timed_connection(timings: Timings) -> type[sqlite3.Connection]:
 
 
 def _phases(system: System, workdir: Path, n: int, k: int,
-            around: Callable[[str, Callable[[], None]], float]) -> dict[str, float]:
-    """Run ``system``'s send phase and its receive phase (if it has the shape's) through the
-    bench's own client: ``around(phase, fn)`` runs and times each; wall seconds per phase."""
-    bodies = [body(i, 200) for i in range(n)]
+            around: Around = untouched) -> dict[str, float]:
+    """Wall seconds of ``system``'s phases of the shape: the bench's own W1 (``k`` 1) or W2
+    (``k`` per transaction) of ``n`` messages, ``around`` entered around each phase."""
+    sizes = Sizes(w1=n, w2=n, w3=0, w4=0, batch=k)
+    workload = w1 if k == 1 else w2
     system.setup(workdir, "normal")
-    client = system.client()
-
-    def send() -> None:
-        if k == 1:
-            for b in bodies:
-                client.send_one(b)
-        else:
-            for start in range(0, n, k):
-                client.send_batch(bodies[start:start + k])
-
-    def receive() -> None:
-        got = 0
-        while got < n:
-            if k == 1:
-                got += client.receive_one(5.0) is not None
-            else:
-                got += len(client.receive_batch(k, 5.0))
-
     try:
-        out = {"send": around("send", send)}
-        if k == 1 or not system.no_batch_receive:
-            out["receive"] = around("receive", receive)
-        return out
+        rates = workload(system, sizes, around)
     finally:
-        client.close()
         system.teardown()
+    return {phase: n / per_second for phase, per_second in rates.items()}
 
 
 def _sbroker_run(workdir: Path, n: int, k: int, timings: Timings
@@ -151,17 +132,15 @@ def _sbroker_run(workdir: Path, n: int, k: int, timings: Timings
 
     statements: dict[str, tuple[dict[str, float], Counter[str]]] = {}
 
-    def timed(phase: str, fn: Callable[[], None]) -> float:
+    @contextlib.contextmanager
+    def counted(phase: str) -> Iterator[None]:
         timings.clear()
-        t0 = time.perf_counter()
-        fn()
-        wall = time.perf_counter() - t0
+        yield
         with timings.lock:
             statements[phase] = (dict(timings.seconds), Counter(timings.calls))
-        return wall
 
     with mock.patch.object(connector, "SqliteConnection", timed_connection(timings)):
-        walls = _phases(Sbroker(ServerPool(lambda _line: None)), workdir, n, k, timed)
+        walls = _phases(Sbroker(ServerPool(lambda _line: None)), workdir, n, k, counted)
     return {phase: (wall, *statements[phase]) for phase, wall in walls.items()}
 
 
@@ -178,12 +157,7 @@ def _peer_run(workdir: Path, n: int, k: int) -> dict[str, float]:
     or huey's enqueues then dequeues, one per transaction."""
     from bench.servers import ServerPool
 
-    def plain(_phase: str, fn: Callable[[], None]) -> float:
-        t0 = time.perf_counter()
-        fn()
-        return time.perf_counter() - t0
-
-    return _phases(peer_system(k)(ServerPool(lambda _line: None)), workdir, n, k, plain)
+    return _phases(peer_system(k)(ServerPool(lambda _line: None)), workdir, n, k)
 
 
 def _table(per_msg: dict[str, float], calls: Counter[str], transactions: int,
