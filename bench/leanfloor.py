@@ -40,7 +40,7 @@ from bench.systems.base import Client, System
 from bench.systems.huey import Huey
 from bench.systems.litequeue import LiteQueue
 from bench.systems.sbroker import Sbroker, SbrokerPostgres
-from bench.workloads import FULL, QUICK, RECEIVE_TIMEOUT, Sizes, Tally, body
+from bench.workloads import FULL, QUICK, RECEIVE_TIMEOUT, Sizes, Tally, body, receive_all
 
 Figure = Callable[[], dict[str, float]]
 
@@ -103,16 +103,7 @@ def _w2(system: System, c: Client, sizes: Sizes,
                                          for j in range(0, n, k)], cpu)
     if system.no_batch_receive:
         return out
-
-    def receive() -> None:
-        while tally.count < n:
-            got = c.receive_batch(k, RECEIVE_TIMEOUT)
-            if not got:
-                tally.add(None)
-            for b in got:
-                tally.add(b)
-
-    return {**out, **lean.phase("receive", n, receive, cpu)}
+    return {**out, **lean.phase("receive", n, lambda: receive_all(c, tally, k), cpu)}
 
 
 def _sql(fn: Callable[[Path, int], dict[str, float]], n: int) -> Figure:

@@ -119,6 +119,16 @@ def w1(system: System, sizes: Sizes, around: Around = untouched) -> dict[str, fl
         c.close()
 
 
+def receive_all(c: Client, tally: Tally, k: int) -> None:
+    """Receive `k` per transaction until the tally holds every message (W2's receive phase)."""
+    while tally.count < tally.n:
+        got = c.receive_batch(k, RECEIVE_TIMEOUT)
+        if not got:
+            tally.add(None)
+        for b in got:
+            tally.add(b)
+
+
 def w2(system: System, sizes: Sizes, around: Around = untouched) -> dict[str, float]:
     """Send n messages 100 per transaction, then receive them 100 per transaction."""
     n, k, c = sizes.w2, sizes.batch, system.client()
@@ -139,12 +149,7 @@ def w2(system: System, sizes: Sizes, around: Around = untouched) -> dict[str, fl
         tally = Tally(n, sizes.body)
         with around("receive"):
             t0 = time.perf_counter()
-            while tally.count < n:
-                got = c.receive_batch(k, RECEIVE_TIMEOUT)
-                if not got:
-                    tally.add(None)
-                for b in got:
-                    tally.add(b)
+            receive_all(c, tally, k)
             figures["receive"] = rate(n, t0)
         return figures
     finally:
