@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
+from support.browser import boxes
 from support.otel import traced
 
 import sbroker
@@ -130,9 +131,9 @@ def test_the_gantt_chart_of_a_finished_pipeline_shows_its_stages(
     expect(chart.locator("figcaption")).to_contain_text("succeeded")
     stages = chart.locator("g.bar.stage")
     expect(stages.locator("text")).to_have_text(["extract", "aggregate", "report"])
-    boxes = [stages.nth(i).locator("rect").bounding_box() for i in range(3)]
-    assert all(b is not None and b["width"] > 0 for b in boxes)
-    left = [b["x"] for b in boxes if b is not None]
+    bars = boxes(page, "figure.gantt:last-of-type g.bar.stage rect")
+    assert len(bars) == 3 and all(b["width"] > 0 for b in bars)
+    left = [b["x"] for b in bars]
     assert left == sorted(left)  # each stage starts after the one before
     expect(chart.locator("g.bar.task")).to_have_count(6)
     failed = page.locator("figure.gantt").first

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, expect, sync_playwright
+from support.browser import boxes
 
 import sbroker
 from sbroker.apps.dashboard import DashboardServer
@@ -93,8 +94,8 @@ def test_runs_with_attempts_and_retries_and_schedules_with_next_due(
         expect(flaky.locator("text")).to_contain_text("2 attempts (1 retry)")
         expect(run.locator("g.task-row[data-task=late]")).to_contain_text("skipped")
         expect(run.locator("g.task-row[data-task=late] g.bar")).to_have_count(0)
-        bars = [b.bounding_box() for b in flaky.locator("rect").all()]
-        assert all(b is not None and b["width"] > 0 for b in bars)
-        assert bars[0] is not None and bars[1] is not None and bars[0]["x"] < bars[1]["x"]
+        bars = boxes(page, f"#pipeline-run-{state.run_id} g.task-row[data-task=f] rect")
+        assert len(bars) == 2 and all(b["width"] > 0 for b in bars)
+        assert bars[0]["x"] < bars[1]["x"]
         expect(page.locator("#schedules td.next-due")).to_have_text(schedule["next_due"])
     assert errors == []
