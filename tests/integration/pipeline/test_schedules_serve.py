@@ -25,8 +25,16 @@ HOUR = 3600.0
 
 def _serve(db: str, folder: Path) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "sbroker.cli", "--db", db, "serve"],
-                            cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+
+
+def _serving(server: subprocess.Popen[str]) -> None:
+    """Wait for a server's line saying it serves: from then on SIGTERM stops it cleanly (a
+    SIGTERM while Python still imports ends the process by the signal, code -15)."""
+    assert server.stdout is not None
+    line = server.stdout.readline()
+    assert line.startswith("sbroker: serving"), (line, server.poll())
 
 
 def test_two_servers_start_each_missed_run_once(database: str, tmp_path: Path) -> None:
@@ -46,6 +54,8 @@ def test_two_servers_start_each_missed_run_once(database: str, tmp_path: Path) -
             tx.begin_conversation_timer(handle, 0.001)  # fires while nothing serves
     servers = [_serve(database, tmp_path) for _ in range(2)]
     try:
+        for s in servers:  # both start at once; the runs may begin before the second serves
+            _serving(s)
         end = time.monotonic() + 120
         tick = threading.Event()
         with sbroker.Broker.open(database) as b:
