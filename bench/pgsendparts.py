@@ -1,7 +1,8 @@
 """`python -m bench.pgsendparts`: what each part of W2's SEND costs PostgreSQL's server
 (issue 40), measured paired on one server.
 
-``python -m bench.pgsendparts [-n 20000] [--rounds 3] [--variants "today,no stream index"]``
+``python -m bench.pgsendparts [-n 20000] [--rounds 3] [--variants "today,no stream index"]
+[--endpoints 2000]``
 
 Each variant is a broker database made the ordinary way (100 conversing dialogs, as
 bench.floor makes them) with one change to what ``sb_send_direct_many`` (migration 0013)
@@ -22,7 +23,14 @@ client's), median of ``--rounds`` (each round on fresh databases). Durability "n
   (conv_order, send_seq) instead of the wide sb_endpoints row;
 - ``integer group key``: the group index (RECEIVE's order in a group) led by an integer
   key of the group instead of its text id;
-- ``all three``: the three above together.
+- ``all three``: the three above together;
+- ``nested loops``: the function's plans made without hash or merge joins (each row of the
+  call looked up in sb_endpoints by its key, never a scan of the table).
+
+``--endpoints N`` gives each database N endpoints in all: the 200 of the 100 dialogs that
+send, and idle conversing ones (copies of theirs under new ids) that never do. The plans of
+``sb_send_direct_many`` are generic (planned once per session, for a call of 100 rows): how
+they join a call's rows to sb_endpoints depends on how many endpoints the planner sees.
 
 Each changed variant is checked like today's: every message in, each dialog's numbered on.
 """
@@ -72,6 +80,14 @@ GROUP_KEY_EDITS = {
     "SELECT p.queue_id, p.group_id,": "SELECT sb_key(p.group_id), p.queue_id, p.group_id,"}
 
 
+NESTED_LOOPS = {"SET enable_seqscan = off":
+                "SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off"}
+ENDPOINT_COLUMNS = ("handle, conversation_id, is_initiator, group_id, queue_id, service,"
+                    " far_service, far_broker_instance, contract, state, priority, send_seq,"
+                    " receive_seq, lifetime_expires, timer_at, created_at, closed_at,"
+                    " delete_after, encryption")
+
+
 def _today() -> str:
     """Migration 0013's sb_send_direct_many, to be edited: its CREATE as CREATE OR REPLACE."""
     from sbroker.storage.migrate import migrations
@@ -99,7 +115,26 @@ def variants() -> dict[str, list[str]]:
         "integer group key": [*GROUP_KEY, _edited(GROUP_KEY_EDITS)],
         "all three": [*NO_STREAM_INDEX, *SEQS_APART, *GROUP_KEY,
                       _edited({**SEQS_EDITS, **GROUP_KEY_EDITS})],
+        "nested loops": [_edited(NESTED_LOOPS)],
     }
+
+
+def add_endpoints(url: str, total: int) -> None:
+    """Idle conversing endpoints, copies of the 100 dialogs' under new ids, until the database
+    holds ``total`` (a multiple of its dialogs' endpoints, rounded down; never fewer)."""
+    import psycopg
+
+    renamed = ENDPOINT_COLUMNS.replace("handle,", "handle || '-' || g,").replace(
+        "conversation_id,", "conversation_id || '-' || g,").replace(
+        " group_id,", " group_id || '-' || g,")
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SELECT count(*) FROM sb_endpoints").fetchone()
+        assert row is not None
+        copies = total // row[0] - 1
+        if copies > 0:
+            conn.execute(f"INSERT INTO sb_endpoints({ENDPOINT_COLUMNS}) SELECT {renamed}"
+                         " FROM sb_endpoints, generate_series(1, %s) g", (copies,))
+        conn.execute("ANALYZE sb_endpoints")
 
 
 @dataclass
@@ -117,7 +152,7 @@ class Sender:
     commits: int = 0
 
 
-def _backend_cpu(pid: int) -> float:
+def backend_cpu(pid: int) -> float:
     """CPU seconds a server process has run (Linux's schedstat: nanoseconds)."""
     with open(f"/proc/{pid}/schedstat") as f:
         return int(f.read().split()[0]) / 1e9
@@ -151,12 +186,12 @@ def _commit(s: Sender, j: int, bodies: list[bytes]) -> None:
         chunk.append(b)
         offset += len(b)
     text, joined = json.dumps(rows), b"".join(chunk)
-    before = _backend_cpu(s.pid)
+    before = backend_cpu(s.pid)
     cur = s.conn.execute("BEGIN; EXECUTE send(%s, %s, %s, %s); COMMIT",
                          (text, joined, time.time(), s.version))
     if cur.nextset() and cur.fetchone() is None:
         raise AssertionError(f"{s.name}: the SEND wrote nothing")
-    s.cpu += _backend_cpu(s.pid) - before
+    s.cpu += backend_cpu(s.pid) - before
     s.commits += 1
 
 
@@ -173,7 +208,7 @@ def _check(s: Sender, n: int) -> None:
 
 
 def run(server: pgserver.PostgresServer, n: int, rounds: int,
-        names: list[str]) -> dict[str, list[float]]:
+        names: list[str], endpoints: int = 0) -> dict[str, list[float]]:
     """Backend CPU µs per commit of each variant, one figure per round, on ``server``."""
     chosen = {name: variants()[name] for name in names}
     bodies = [body(i, 200) for i in range(1000)]
@@ -181,7 +216,9 @@ def run(server: pgserver.PostgresServer, n: int, rounds: int,
     tag = uuid.uuid4().hex[:8]
     for r in range(rounds):
         base = f"sendparts_{tag}_{r}"
-        made = leanpg.broker(server.create_database(base))  # copied for each variant
+        url = server.create_database(base)
+        made = leanpg.broker(url)  # copied for each variant
+        add_endpoints(url, endpoints)
         senders = [_sender(server, name, statements, f"{base}_{k}", base, made)
                    for k, (name, statements) in enumerate(chosen.items())]
         try:
@@ -204,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--variants", default=",".join(variants()),
                    help="comma-separated, of: " + ", ".join(variants()))
+    p.add_argument("--endpoints", type=int, default=0,
+                   help="endpoints in each database, idle ones added to the 200 that send")
     args = p.parse_args(argv)
     names = [v.strip() for v in args.variants.split(",") if v.strip()]
     unknown = [v for v in names if v not in variants()]
@@ -211,10 +250,11 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"unknown variant {unknown[0]!r}: choose from {', '.join(variants())}")
     n = max(BATCH, args.n - args.n % BATCH)
     with pgserver.PostgresServer(prefix="sbroker-bench-sendparts-") as server:
-        figures = run(server, n, args.rounds, names)
+        figures = run(server, n, args.rounds, names, args.endpoints)
     base = statistics.median(figures["today"]) if "today" in figures else None
-    table = Table(title=f"W2 send, {n:,} messages {BATCH} per commit: the server backend's"
-                        f" CPU µs per commit, median of {args.rounds}", title_justify="left")
+    table = Table(title=f"W2 send, {n:,} messages {BATCH} per commit, {max(args.endpoints, 200):,}"
+                        f" endpoints: the server backend's CPU µs per commit, median of"
+                        f" {args.rounds}", title_justify="left")
     for col in ("variant", "µs / commit", "rounds", "vs today"):
         table.add_column(col, justify="left" if col == "variant" else "right")
     for name, values in figures.items():
