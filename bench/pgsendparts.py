@@ -5,7 +5,7 @@
 [--endpoints 2000]``
 
 Each variant is a broker database made the ordinary way (100 conversing dialogs, as
-bench.floor makes them) with one change to what ``sb_send_direct_many`` (migration 0013)
+bench.floor makes them) with one change to what ``sb_send_direct_many`` (its newest migration)
 writes or reads, and each is sent W2's commits: 100 messages over the 100 dialogs, BEGIN, the
 prepared call and COMMIT in one simple query, as the engine sends them. The variants take
 turns transaction by transaction, each on a connection of its own, so that the load of a
@@ -24,8 +24,7 @@ client's), median of ``--rounds`` (each round on fresh databases). Durability "n
 - ``integer group key``: the group index (RECEIVE's order in a group) led by an integer
   key of the group instead of its text id;
 - ``all three``: the three above together;
-- ``nested loops``: the function's plans made without hash or merge joins (each row of the
-  call looked up in sb_endpoints by its key, never a scan of the table).
+- ``nested loops``: the function's plans made without hash or merge joins.
 
 ``--endpoints N`` gives each database N endpoints in all: the 200 of the 100 dialogs that
 send, and idle conversing ones (copies of theirs under new ids) that never do. The plans of
@@ -55,7 +54,7 @@ from bench.workloads import body
 from tools import pgserver
 
 BATCH = 100
-FUNCTION = "CREATE FUNCTION sb_send_direct_many"
+FUNCTION = " FUNCTION sb_send_direct_many("
 
 CALL_ONLY = """CREATE OR REPLACE FUNCTION sb_send_direct_many(p_rows jsonb, p_bodies bytea,
     p_now double precision, p_version text) RETURNS integer
@@ -67,8 +66,8 @@ SEQS_APART = [
     "INSERT INTO bench_send_seqs SELECT conv_order, send_seq FROM sb_endpoints"]
 SEQS_EDITS = {
     "s.send_seq + r.k": "q.send_seq + r.k",
-    "FROM r JOIN sb_endpoints s ON s.conv_order = r.sender":
-        "FROM r JOIN bench_send_seqs q ON q.conv_order = r.sender",
+    "(SELECT * FROM sb_endpoints x WHERE x.conv_order = r.sender LIMIT 1) s":
+        "(SELECT * FROM bench_send_seqs x WHERE x.conv_order = r.sender LIMIT 1) q",
     "UPDATE sb_endpoints e SET send_seq": "UPDATE bench_send_seqs e SET send_seq"}
 GROUP_KEY = [
     "ALTER TABLE sb_messages ADD COLUMN group_key integer",
@@ -89,11 +88,13 @@ ENDPOINT_COLUMNS = ("handle, conversation_id, is_initiator, group_id, queue_id, 
 
 
 def _today() -> str:
-    """Migration 0013's sb_send_direct_many, to be edited: its CREATE as CREATE OR REPLACE."""
+    """sb_send_direct_many as the newest migration that makes it has it, to be edited: as
+    CREATE OR REPLACE, to the end of that migration."""
     from sbroker.storage.migrate import migrations
 
-    text = next(m.text for m in migrations("sbroker.storage.postgres") if m.number == 13)
-    return "CREATE OR REPLACE" + text[text.index(FUNCTION) + len("CREATE"):]
+    text = next(m.text for m in reversed(migrations("sbroker.storage.postgres"))
+                if FUNCTION in m.text)
+    return "CREATE OR REPLACE" + text[text.index(FUNCTION):]
 
 
 def _edited(edits: dict[str, str]) -> str:

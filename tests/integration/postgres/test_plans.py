@@ -169,3 +169,41 @@ def test_statements_the_application_deallocates_are_prepared_again(pg_url: str) 
             assert tx.receive("TargetQueue")
     finally:
         b.close()
+
+
+def test_a_commit_of_several_sends_reads_only_the_endpoints_it_names(pg_url: str) -> None:
+    """sb_send_direct_many's session plan, made while the conversations were few, finds each
+    call's senders and peers by key once they are many (migration 0018): no step of it over
+    sb_endpoints returns more rows than the call names. Before, a hash join read the whole
+    table through its primary key at every commit of several SENDs."""
+    b = _grown(pg_url, messages=100)
+    try:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            [(sender, peer, version)] = conn.execute(
+                "SELECT s.conv_order, p.conv_order, m.value FROM sb_endpoints s, sb_endpoints p,"
+                " sb_meta m WHERE s.is_initiator = 1 AND p.conversation_id = s.conversation_id"
+                " AND p.is_initiator = 0 AND m.key = 'catalog_version' LIMIT 1").fetchall()
+            call = ("SELECT sb_send_direct_many(%s::jsonb, '\\x00'::bytea, 0, %s)",
+                    (json.dumps([[sender, peer, "DEFAULT", "N", "M", 1, 1]]), version))
+            conn.execute("ANALYZE sb_endpoints")
+            for _ in range(8):  # PL/pgSQL settles on a plan after five calls
+                conn.execute("BEGIN")
+                assert conn.execute(*call).fetchone() == (1,)
+                conn.execute("ROLLBACK")
+            with b.transaction() as tx:
+                for _ in range(1000):
+                    tx.begin_dialog("InitService", "TargetService")
+            conn.execute("ANALYZE sb_endpoints")
+            [(endpoints,)] = conn.execute("SELECT count(*) FROM sb_endpoints").fetchall()
+            plans = _nested_plans(conn)
+            for setting in ("auto_explain.log_analyze = on", "auto_explain.log_timing = off"):
+                conn.execute(f"SET {setting}")
+            conn.execute("BEGIN")
+            assert conn.execute(*call).fetchone() == (1,)
+            conn.execute("ROLLBACK")
+    finally:
+        b.close()
+    nested = "\n".join(plans)
+    read = [int(n) for n in re.findall(r" on sb_endpoints\b.*\(actual rows=(\d+) ", nested)]
+    assert endpoints > 1000 and read, nested
+    assert max(read) <= 2, nested
