@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import statistics
 import time
 import uuid
@@ -41,7 +40,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench import leanpg
-from bench.pgsendparts import backend_cpu
+from bench.pgsendparts import PREPARE_SEND, backend_cpu, send_commit, send_rows
 from bench.workloads import body
 from tools import pgserver
 
@@ -82,26 +81,15 @@ class Way:
 
 
 def _rows(w: Way, start: int, k: int) -> tuple[str, bytes]:
-    """The call's rows for messages ``start .. start+k`` (JSON text) and their bodies, made
-    after ``k`` messages' client work."""
+    """The call's rows for messages ``start .. start+k`` and their bodies, made after ``k``
+    messages' client work."""
     spin(w.work * k)
-    rows, chunk, offset = [], [], 1
-    for i in range(start, start + k):
-        sender, peer = w.pairs[i % len(w.pairs)]
-        b = w.bodies[i % len(w.bodies)]
-        rows.append([sender, peer, "DEFAULT", "N", f"{next(w.ids):032X}", offset, len(b)])
-        chunk.append(b)
-        offset += len(b)
-    return json.dumps(rows), b"".join(chunk)
+    return send_rows(w.pairs, w.ids, w.bodies, start, k)
 
 
 def serial(w: Way, j: int) -> None:
     """Today's commit: the client's work, then one round trip."""
-    text, joined = _rows(w, j, BATCH)
-    cur = w.conn.execute("BEGIN; EXECUTE send(%s, %s, %s, %s); COMMIT",
-                         (text, joined, time.time(), w.version))
-    if cur.nextset() and cur.fetchone() is None:
-        raise AssertionError(f"{w.name}: the SEND wrote nothing")
+    send_commit(w.conn, w.name, *_rows(w, j, BATCH), w.version)
 
 
 def pipelined(w: Way, j: int) -> None:
@@ -139,9 +127,7 @@ def _ways(server: pgserver.PostgresServer, base: str, chunks: list[int],
                                cursor_factory=psycopg.ClientCursor if commit is serial else None)
         conn.execute("SET synchronous_commit = off")
         if commit is serial:
-            conn.execute("PREPARE send(jsonb, bytea, double precision, text) AS"
-                         " SELECT n FROM sb_send_direct_many($1, $2, $3, $4) n"
-                         " WHERE n IS NOT NULL")
+            conn.execute(PREPARE_SEND)
         ways.append(Way(name, url, conn, commit, *made, chunk=chunk, work=work))
     url = server.create_database(f"{base}_peer")
     with psycopg.connect(url, autocommit=True) as setup:

@@ -54,6 +54,8 @@ from bench.workloads import body
 from tools import pgserver
 
 BATCH = 100
+PREPARE_SEND = ("PREPARE send(jsonb, bytea, double precision, text) AS"
+                " SELECT n FROM sb_send_direct_many($1, $2, $3, $4) n WHERE n IS NOT NULL")
 FUNCTION = " FUNCTION sb_send_direct_many("
 
 CALL_ONLY = """CREATE OR REPLACE FUNCTION sb_send_direct_many(p_rows jsonb, p_bodies bytea,
@@ -170,28 +172,40 @@ def _sender(server: pgserver.PostgresServer, name: str, statements: list[str], d
             setup.execute(statement)
         setup.execute("ANALYZE")
     conn = psycopg.connect(url, autocommit=True, cursor_factory=psycopg.ClientCursor)
-    conn.execute("PREPARE send(jsonb, bytea, double precision, text) AS"
-                 " SELECT n FROM sb_send_direct_many($1, $2, $3, $4) n WHERE n IS NOT NULL")
+    conn.execute(PREPARE_SEND)
     conn.execute("SET synchronous_commit = off")
     pairs, version = made
     return Sender(name, url, conn, pairs, version, conn.info.backend_pid)
 
 
-def _commit(s: Sender, j: int, bodies: list[bytes]) -> None:
-    """One commit of BATCH messages, the engine's way; its backend's CPU is counted."""
+def send_rows(pairs: list[tuple[int, int]], ids: Iterator[int], bodies: list[bytes],
+              start: int, k: int) -> tuple[str, bytes]:
+    """sb_send_direct_many's rows for messages ``start .. start+k`` over ``pairs`` (JSON
+    text, as the engine's) and their bodies joined."""
     rows, chunk, offset = [], [], 1
-    for i in range(j, j + BATCH):
-        sender, peer = s.pairs[i % len(s.pairs)]
+    for i in range(start, start + k):
+        sender, peer = pairs[i % len(pairs)]
         b = bodies[i % len(bodies)]
-        rows.append([sender, peer, "DEFAULT", "N", f"{next(s.ids):032X}", offset, len(b)])
+        rows.append([sender, peer, "DEFAULT", "N", f"{next(ids):032X}", offset, len(b)])
         chunk.append(b)
         offset += len(b)
-    text, joined = json.dumps(rows), b"".join(chunk)
-    before = backend_cpu(s.pid)
-    cur = s.conn.execute("BEGIN; EXECUTE send(%s, %s, %s, %s); COMMIT",
-                         (text, joined, time.time(), s.version))
+    return json.dumps(rows), b"".join(chunk)
+
+
+def send_commit(conn: Any, name: str, text: str, joined: bytes, version: str) -> None:
+    """BEGIN, the prepared call (PREPARE_SEND) and COMMIT in one simple query, as the engine
+    sends them; raises if the function wrote nothing."""
+    cur = conn.execute("BEGIN; EXECUTE send(%s, %s, %s, %s); COMMIT",
+                       (text, joined, time.time(), version))
     if cur.nextset() and cur.fetchone() is None:
-        raise AssertionError(f"{s.name}: the SEND wrote nothing")
+        raise AssertionError(f"{name}: the SEND wrote nothing")
+
+
+def _commit(s: Sender, j: int, bodies: list[bytes]) -> None:
+    """One commit of BATCH messages, the engine's way; its backend's CPU is counted."""
+    text, joined = send_rows(s.pairs, s.ids, bodies, j, BATCH)
+    before = backend_cpu(s.pid)
+    send_commit(s.conn, s.name, text, joined, s.version)
     s.cpu += backend_cpu(s.pid) - before
     s.commits += 1
 
