@@ -15,12 +15,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bench.report import RESULTS_DIR, best_peer, groups
+from bench.report import RESULTS_DIR, best_peer, groups, ratio
 from bench.runner import Result, num
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "performance.md"
-MAIN, ENGINE, SCHEDULER, ACTIVATION = ("latest.json", "engine-latest.json",
-                                       "scheduler-latest.json", "activation-latest.json")
+MAIN, WHERE_FILE, AGING, SCHEDULER, ACTIVATION = (
+    "latest.json", "where-latest.json", "aging-latest.json", "scheduler-latest.json",
+    "activation-latest.json")
 
 INTRO = """\
 # Performance
@@ -47,8 +48,7 @@ What the comparison means:
   machine, not a peer: no SQLite-based queue commits faster than it.
 - A receive in a transaction of its own needs a commit of its own, so W1 receive cannot pass
   raw SQLite's one-commit rate; W3 (sixteen threads, one message per transaction) is bounded
-  by how fast Python threads hand transactions to the group committer and back
-  (`python -m bench.floor` measures that hand-off with no storage at all).
+  by the engine's Python per message (see W3 below).
 - W2's figures vary from run to run on a 2-core machine shared with other work (phases of
   a second or less); compare medians of several runs, not single runs.
 - RabbitMQ fsyncs confirmed messages in both durability settings; with
@@ -86,27 +86,46 @@ def _fig(r: Result | None, *, named: bool = False) -> str:
     return f"{r.system} {num(r.median, r.unit)}" if named else num(r.median, r.unit)
 
 
+def _backend_table(results: list[Result], backend: str) -> list[str]:
+    """One row per figure: sbroker on ``backend``, the best peer there and the ratio; on
+    SQLite also RabbitMQ (a server, for scale) and raw SQLite (the machine's limit)."""
+    subject, name = {"sqlite": ("sbroker", "SQLite"),
+                     "postgres": ("sbroker (postgres)", "PostgreSQL")}[backend]
+    extra = ["RabbitMQ", "raw SQLite (limit)"] if backend == "sqlite" else []
+    out = [_row(["workload", "sbroker", f"best {name} peer", "sbroker / peer", *extra]),
+           _row(["---"] * (4 + len(extra)))]
+    for (workload, metric), group in groups(results).items():
+        by = {r.system: r for r in group}
+        ours = by.get(subject)
+        if ours is None:
+            continue
+        rat = ratio(ours, group)
+        scale = [_fig(by.get("rabbitmq")), _fig(by.get("sqlite (raw)"))] if extra else []
+        out.append(_row([f"{workload} {metric} ({group[0].unit})", _fig(ours),
+                         _fig(best_peer(group, backend), named=True),
+                         f"{rat[0]:.2f}x" if rat else "n/a", *scale]))
+    return out
+
+
 def main_suite(data: dict[str, Any] | None) -> list[str]:
-    """The full suite: one row per figure (sbroker, best peer, RabbitMQ, raw SQLite), then
-    the verdict on each target, as the suite itself judged it."""
+    """The full suite: one table per backend (sbroker, the best peer on the same backend and
+    their ratio), then the verdict on each target, as the suite itself judged it."""
     out = ["## sbroker and its peers (`python -m bench`)", ""]
     if data is None:
         return [*out, NOT_STORED.format(command="python -m bench", file=MAIN), ""]
     meta = data["meta"]
     machine = meta["machine"]
+    results = _results(data)
     out += [f"Run of {_when(meta)} (`{meta['command'].strip()}`, commit {meta['commit']}, "
             f"{meta['seconds']:.0f} s): median of {meta['runs']} runs, durability "
             f"\"{meta['durability']}\" for every system, {meta['sizes']['body']}-byte bodies, "
             f"{machine['cpus']} CPUs, Python {machine['python']}, SQLite {machine['sqlite']}"
-            + (" (`--quick` sizes)." if meta["quick"] else "."), ""]
-    out += [_row(["workload", "sbroker", "best peer", "RabbitMQ", "raw SQLite (limit)"]),
-            _row(["---"] * 5)]
-    for (workload, metric), group in groups(_results(data)).items():
-        by = {r.system: r for r in group}
-        out.append(_row([f"{workload} {metric} ({group[0].unit})", _fig(by.get("sbroker")),
-                         _fig(best_peer(group), named=True), _fig(by.get("rabbitmq")),
-                         _fig(by.get("sqlite (raw)"))]))
-    out += ["", *(f"- {line}" for line in meta["workloads"]), ""]
+            + (" (`--quick` sizes)." if meta["quick"] else "."), "",
+            "Each ratio is sbroker's median over the best median of the peers on the same "
+            "backend: above 1 (msgs/s) or below 1 (ms) means sbroker is ahead.", "",
+            "### On SQLite", "", *_backend_table(results, "sqlite"), "",
+            "### On PostgreSQL", "", *_backend_table(results, "postgres"), ""]
+    out += [*(f"- {line}" for line in meta["workloads"]), ""]
     out += ["Durability of each system in this run:", ""]
     out += [f"- {name}: {notes['durability']}" for name, notes in meta["systems"].items()
             if "durability" in notes]
@@ -118,30 +137,10 @@ def main_suite(data: dict[str, Any] | None) -> list[str]:
     return [*out, "", MEANING]
 
 
-def engine(data: dict[str, Any] | None) -> list[str]:
-    """``bench.engine``: sbroker alone against its own targets, and after aging."""
-    out = ["## The engine alone (`python -m bench.engine`)", ""]
-    if data is None:
-        return [*out, NOT_STORED.format(command="python -m bench.engine", file=ENGINE), ""]
-    args = data["args"]
-    out += [f"Run of {_when(data)} ({data['seconds']:.0f} s): {args['runs']} runs, durability "
-            f"\"{args['durability']}\"" + (", `--quick`" if args["quick"] else "") + ".", "",
-            _row(["figure", "median (min - max)", "target", "verdict"]), _row(["---"] * 4)]
-    for f in data["figures"]:
-        values = f["values"]
-        shown = f"{statistics.median(values):.2f}" if f["ratio"] else (
-            f"{statistics.median(values):,.0f}")
-        if len(values) > 1 and not f["ratio"]:
-            shown += f" ({min(values):,.0f} - {max(values):,.0f})"
-        verdict = {True: "met", False: "missed", None: ""}[f["met"]]
-        out.append(_row([f["name"], shown, f["target"], verdict]))
-    return [*out, ""]
-
-
 def table_file(title: str, command: str, name: str, data: dict[str, Any] | None) -> list[str]:
     """A benchmark that stores ``{"started", "command", "rows": [{"figure", "unit",
     "values", "target"}]}`` (bench.scheduler)."""
-    out = [f"## {title} (`{command}`)", ""]
+    out = [f"{title} (`{command}`)", ""]
     if data is None:
         return [*out, NOT_STORED.format(command=command, file=name), ""]
     out += [f"Run of {_when(data)} (`{data['command']}`).", "",
@@ -175,23 +174,93 @@ def activation(data: dict[str, Any] | None) -> list[str]:
     return [*out, ""]
 
 
+WHERE = """\
+## Where the time goes
+
+Per workload, what a message's time is spent on; the figures below come from `python -m
+bench.where` (W1 and W2 on both backends, each with the peer of its backend in the same run;
+W3 on SQLite).
+
+- **W1** (one message per transaction) is a commit per message. On SQLite the commit itself
+  (BEGIN IMMEDIATE and COMMIT) is the largest single item, then the send's one INSERT ...
+  SELECT into the peer's queue (`send_direct`) or the receive's pick of a group and its
+  message (`receive_take_next`); the rest is the engine's Python per transaction (the
+  statement's checks, the endpoint look-up, the commit's bookkeeping). On PostgreSQL each
+  transaction is a round trip to the server and back, and the server's CPU per message is
+  above the whole of an embedded queue's time: W1 on PostgreSQL is for many hosts, not for
+  speed.
+- **W2** (100 per transaction) shares a commit among 100 messages, so the statements
+  themselves dominate: on SQLite the `executemany` of `send_direct` (each row into the queue
+  and its two indexes, one leaf per conversation group: see docs/queue-storage.md) and, on
+  receive, the take and the sweep of received rows; on PostgreSQL the one call of
+  `sb_send_direct_many` per commit, made at COMMIT.
+- **W3** (8 producers, 8 consumers, one message per transaction) is bounded by Python: the
+  engine's CPU per message sent and received sets a ceiling of 1e6 / (CPU µs) messages per
+  second for one process, however the commits are grouped (the GIL runs one thread's Python
+  at a time). The calls into SQLite and the GIL hand-offs per message are where threads take
+  turns.
+- **W4** (latency) is one send's commit plus the waiting receiver's wake-up: an in-process
+  notification on SQLite (a poller of `PRAGMA data_version` for another process's commit),
+  LISTEN/NOTIFY on PostgreSQL.
+"""
+
+
+def where(data: dict[str, Any] | None) -> list[str]:
+    """``bench.where``: µs per message per phase and backend, the dearest statements, and
+    W3's CPU ceiling."""
+    out = ["### Per phase (`python -m bench.where`)", ""]
+    if data is None:
+        return [*out, NOT_STORED.format(command="python -m bench.where", file=WHERE_FILE), ""]
+    out += [f"Run of {_when(data)} (`{data['command']}`): µs per message, median of "
+            f"{data['runs']} runs. \"In the database\": on SQLite the engine's statements on "
+            "the transaction's thread, COMMIT included; on PostgreSQL the server's CPU. \"The "
+            "rest\": the engine's Python and its waits. \"CPU\": this process, all threads.",
+            "", _row(["workload", "backend", "sbroker", "in the database", "the rest", "CPU",
+                      "peer", "sbroker / peer"]), _row(["---"] * 8)]
+    for r in data["rows"]:
+        wall = statistics.median(r["wall_us"])
+        db = statistics.median(r["database_us"]) if r["database_us"] else None
+        peer = statistics.median(r["peer_us"]) if r["peer_us"] else None
+        out.append(_row([f"{r['workload']} {r['phase']}", r["backend"], f"{wall:,.1f}",
+                         f"{db:,.1f}" if db else "", f"{wall - db:,.1f}" if db else "",
+                         f"{statistics.median(r['cpu_us']):,.1f}",
+                         f"{r['peer']} {peer:,.1f}" if peer else "n/a",
+                         f"{peer / wall:.2f}x" if peer else "n/a"]))
+    out += ["", "The dearest statements of each phase (µs per message, from the median run), "
+            "and W3's ceiling:", ""]
+    for r in data["rows"]:
+        shown = "; ".join(f"`{name}` {us:,.1f}" for name, _calls, us in r["statements"][:4])
+        if "ceiling" in r:
+            shown = (f"at most {r['ceiling']:,.0f} msgs/s in one process (1e6 / CPU µs); "
+                     f"{r['sqlite_calls']:.1f} calls into SQLite and {r['handoffs']:.1f} GIL "
+                     "hand-offs per message")
+        out.append(f"- {r['workload']} {r['phase']}, {r['backend']}: {shown}")
+    return [*out, ""]
+
+
 OTHERS = """\
 ## Other benchmarks (printed, not stored)
 
 - `python -m bench.network`: messages per second between two sbroker processes over TCP,
   durable on both sides, clean and through a lossy proxy (`--backend postgres`: both
   databases on a throwaway PostgreSQL server).
-- `python -m bench.floor`: the workloads as raw SQL on sbroker's schema, and W3's threads
-  handing transactions off with no storage: the ceilings the engine works under.
-- `python -m bench.cpu`: sbroker's CPU time, context switches, calls into SQLite and GIL
-  hand-offs per message in W1 (send and receive apart) and W3.
+- `python -m bench.multihost`: W5, four processes of four threads receiving one PostgreSQL
+  queue, beside the raw SKIP LOCKED peer (docs/postgresql.md).
+- `python -m bench.tracing`: what tracing costs W1 and W4 (docs/tracing.md).
+- `python -m bench.tsql`: a T-SQL SEND/RECEIVE loop against the same loop in Python
+  (docs/tsql.md).
+- `python -m bench.dashboard`: the dashboard's page times on a large database
+  (docs/dashboard.md).
+- `python -m bench.stream`: queues through Spark Structured Streaming (docs/stream.md).
 """
 
 
 def render(folder: Path = RESULTS_DIR) -> str:
     """The whole page from the results stored in ``folder``."""
-    lines = [INTRO, *main_suite(load(MAIN, folder)), *engine(load(ENGINE, folder)),
-             *table_file("The task scheduler", "python -m bench.scheduler", SCHEDULER,
+    lines = [INTRO, *main_suite(load(MAIN, folder)), WHERE, *where(load(WHERE_FILE, folder)),
+             *table_file("## A long-lived database", "python -m bench.aging", AGING,
+                         load(AGING, folder)),
+             *table_file("## The task scheduler", "python -m bench.scheduler", SCHEDULER,
                          load(SCHEDULER, folder)),
              *activation(load(ACTIVATION, folder)), OTHERS]
     return "\n".join(lines).rstrip() + "\n"

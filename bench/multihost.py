@@ -1,4 +1,5 @@
-"""W5: many processes receiving one queue of one PostgreSQL broker database, as hosts would.
+"""`python -m bench.multihost` (W5): many processes receiving one queue of one PostgreSQL broker
+database, as hosts would (docs/postgresql.md).
 
 ``python -m bench.multihost [--runs 3] [--messages 20000] [--processes 4] [--threads 4]``
 

@@ -1,5 +1,5 @@
-"""Issue 38's benchmarks (run from ``python -m bench.scheduler --only dag``): durable DAG
-runs of no-op tasks on the broker.
+"""Durable pipeline runs of no-op tasks on the broker (run from ``python -m bench.scheduler
+--only dag``; docs/pipelines.md).
 
 - overhead per task of a 1,000-task DAG (fan-out 100 -> fan-in 1, ten times), against the
   same tasks as ten stages of 100, and against a thread pool of 4 running the bare functions
