@@ -1,26 +1,23 @@
 """`python -m bench.aging`: whether a broker stays as fast after a long life.
 
-One SQLite database first lives through ``--aged`` conversations (default 1,000,000): each
-begun, one message sent each way, and ended by both sides, as an application's would. Then
-W1 (one message per transaction, send all then receive all) runs on it ``--runs`` times, each
-run paired with a W1 on a fresh database just before it, so that the machine's load falls on
-both alike. Nothing of a conversation may stay behind once both sides have ended it: an aged
-database is as fast as a fresh one when that holds. Writes bench/results/aging-latest.json.
+One SQLite database first lives through ``--aged`` conversations (default 1,000,000), each
+begun, used (one message each way) and ended by both sides; then W1 runs on it ``--runs``
+times, each run paired with a W1 on a fresh database just before it. Nothing of an ended
+conversation may stay behind: then an aged database is as fast as a fresh one. Writes
+bench/results/aging-latest.json.
 """
 
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from bench.report import store
+from bench.runner import fresh
 from bench.servers import ServerPool
 from bench.systems.sbroker import Sbroker
 from bench.workloads import Sizes, w1
@@ -65,36 +62,23 @@ def age(broker: Any, n: int, log: Callable[[str], None]) -> float:
 def measure(n: int, sizes: Sizes, runs: int, log: Callable[[str], None]
             ) -> list[dict[str, Any]]:
     """The stored rows: W1 aged and fresh (paired), their ratio, and the aging rate."""
-    systems = [Sbroker(ServerPool()) for _ in range(runs + 1)]  # [0] ages; the rest fresh
-    workdir = Path(tempfile.mkdtemp(prefix="sbroker-bench-aging-"))
     aged: list[dict[str, float]] = []
-    fresh: list[dict[str, float]] = []
-    try:
-        for i in range(runs + 1):
-            (workdir / str(i)).mkdir()
-        systems[0].setup(workdir / "0", "normal")
-        try:
-            rate = age(systems[0].broker, n, log)
-            for run, system in enumerate(systems[1:]):
-                system.setup(workdir / str(run + 1), "normal")
-                try:
-                    fresh.append(w1(system, sizes))
-                finally:
-                    system.teardown()
-                aged.append(w1(systems[0], sizes))
-                log(f"run {run + 1}/{runs}: aged {aged[-1]}, fresh {fresh[-1]}")
-        finally:
-            systems[0].teardown()
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+    new: list[dict[str, float]] = []
+    with fresh(Sbroker(ServerPool())) as old:
+        rate = age(old.broker, n, log)
+        for run in range(runs):
+            with fresh(Sbroker(ServerPool())) as system:
+                new.append(w1(system, sizes))
+            aged.append(w1(old, sizes))
+            log(f"run {run + 1}/{runs}: aged {aged[-1]}, fresh {new[-1]}")
     rows: list[dict[str, Any]] = []
     for phase in ("send", "receive"):
         rows += [{"figure": f"W1 {phase} after {n:,} conversations", "unit": "msgs/s",
                   "values": [r[phase] for r in aged], "digits": 0},
                  {"figure": f"W1 {phase}, fresh, paired", "unit": "msgs/s",
-                  "values": [r[phase] for r in fresh], "digits": 0},
+                  "values": [r[phase] for r in new], "digits": 0},
                  {"figure": f"W1 {phase}, aged / fresh", "unit": "x", "target": ">= 0.90",
-                  "values": [a[phase] / f[phase] for a, f in zip(aged, fresh, strict=True)]}]
+                  "values": [a[phase] / f[phase] for a, f in zip(aged, new, strict=True)]}]
     return [*rows, {"figure": "aging", "values": [rate], "unit": "conversations/s",
                     "digits": 0}]
 

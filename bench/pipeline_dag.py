@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -145,14 +144,3 @@ def resume_cost(tmp: Path, runs: int) -> list[float]:
         finally:
             b.close()
     return out
-
-
-def percentile(values: list[float], p: float) -> float:
-    """The ``p``-th percentile (nearest rank)."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))]
-
-
-def median(values: list[float]) -> float:
-    """The median."""
-    return statistics.median(values)

@@ -29,6 +29,7 @@ from rich.table import Table
 
 import sbroker
 from bench.report import store
+from bench.workloads import percentile
 from sbroker.apps.spark import (
     PythonTask,
     SparkConfig,
@@ -272,8 +273,8 @@ def _dag(tmp: Path, runs: int, add: Any) -> None:
     add("the same as 10 stages (durable run), per task", per_task["stages"], "ms")
     add("thread pool of 4, bare functions, per task", per_task["pool"], "ms", digits=4)
     gaps = dag.latency(tmp, runs)
-    add("dependency success -> dependant start, p50", [dag.percentile(gaps, 50)], "ms", digits=1)
-    add("dependency success -> dependant start, p99", [dag.percentile(gaps, 99)], "ms", digits=1)
+    add("dependency success -> dependant start, p50", [percentile(gaps, 50)], "ms", digits=1)
+    add("dependency success -> dependant start, p99", [percentile(gaps, 99)], "ms", digits=1)
     add("resume of a 1,000-task run -> first task start", dag.resume_cost(tmp, runs), "ms",
         digits=0)
 

@@ -1,29 +1,16 @@
-"""`python -m bench.where`: where a message's time goes, per workload, on each backend.
+"""`python -m bench.where [--quick] [--runs 3] [--backend sqlite|postgres]`: where a message's
+time goes, per workload, on each backend. Writes bench/results/where-latest.json.
 
-``python -m bench.where [--quick] [--runs 3] [--backend sqlite|postgres]``
-
-W1 (one message per transaction) and W2 (100 per transaction over 100 dialogs), on SQLite and
-on PostgreSQL (a throwaway server with ``pg_stat_statements``): each run sends the suite's
-messages through its own sbroker client (``bench/systems/sbroker.py``), then receives them,
-and the backend's peer does the same in the same run (SQLite: huey for W1, litequeue for W2;
-PostgreSQL: the raw SKIP LOCKED table). Per message, medians of ``--runs``:
-
-- the wall time, and the process's CPU time (all its threads);
-- the database's share: on SQLite the engine's statements on the transaction's thread,
-  COMMIT included (the checkpointer thread runs beside them, kept apart); on PostgreSQL the
-  server's CPU time (all its processes);
-- the rest, wall time less the database's share: the engine's Python and its waits;
-- the dearest statements, from the median run: on SQLite by the name of the SQL block (a
-  SELECT's rows fetched inside its time); on PostgreSQL from ``pg_stat_statements``, the
-  statements inside functions included.
-
-W3 (8 producers and 8 consumers, one message per transaction) on SQLite: the CPU per message
-sent and received, and the ceiling it sets (the GIL runs one thread's Python at a time, so
-one process moves at most 1e6 / CPU µs messages a second however commits are grouped); then,
-in one more run with a profile hook on every thread (slower, not timed), the calls into
-SQLite (each lets the GIL go) and the GIL's hand-offs between threads per message.
-
-Durability "normal". Writes bench/results/where-latest.json for docs/performance.md.
+W1 (one message per transaction) and W2 (100 over 100 dialogs) through the suite's sbroker
+client, the backend's peer in the same run (huey, litequeue; the raw SKIP LOCKED table); per
+message, medians of ``--runs``: wall and CPU time (all threads); the database's share (SQLite:
+the engine's statements on the transaction's thread, COMMIT included, the checkpointer's
+apart; PostgreSQL: the server's CPU) and the rest (the engine's Python, its waits); the
+dearest statements (SQLite: by SQL block name, a SELECT's rows fetched inside its time;
+PostgreSQL: ``pg_stat_statements``, inside functions too). W3 (8 producers, 8 consumers) on
+SQLite: CPU per message and the ceiling it sets (the GIL runs one thread's Python at a time:
+1e6 / CPU µs messages a second, however commits are grouped), then, in a run with a profile
+hook on every thread, the calls into SQLite and GIL hand-offs per message. Durability "normal".
 """
 
 from __future__ import annotations
@@ -32,23 +19,21 @@ import argparse
 import contextlib
 import re
 import resource
-import shutil
 import sqlite3
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from types import FrameType
 from typing import Any
 from unittest import mock
 
 from bench import docs
 from bench.report import store
+from bench.runner import fresh
 from bench.servers import PostgresServer, ServerPool
 from bench.systems import SYSTEMS, System, Unavailable
 from bench.systems.sbroker import Sbroker, SbrokerPostgres
@@ -211,19 +196,12 @@ def _run(system: System, shape: str, sizes: Sizes, around: Around | None = None
          ) -> dict[str, float]:
     """One fresh run of the shape on ``system``: seconds per phase (W3: "all", until every
     message is received)."""
-    workdir = Path(tempfile.mkdtemp(prefix="sbroker-bench-where-"))
-    try:
-        system.setup(workdir, "normal")
-        try:
-            if shape == "W3":
-                return {"all": sizes.w3 / w3(system, sizes)["receive"]}
-            n = sizes.w1 if shape == "W1" else sizes.w2
-            rates = (w1 if shape == "W1" else w2)(system, sizes, *([around] if around else []))
-            return {phase: n / rate for phase, rate in rates.items()}
-        finally:
-            system.teardown()
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+    with fresh(system):
+        if shape == "W3":
+            return {"all": sizes.w3 / w3(system, sizes)["receive"]}
+        n = sizes.w1 if shape == "W1" else sizes.w2
+        rates = (w1 if shape == "W1" else w2)(system, sizes, *([around] if around else []))
+        return {phase: n / rate for phase, rate in rates.items()}
 
 
 @dataclass
@@ -316,7 +294,7 @@ def measure_w3(sizes: Sizes, runs: int, pool: ServerPool, log: Callable[[str], N
         _run(Sbroker(pool), "W3", sizes)
     finally:
         sys.setprofile(None)
-        threading.setprofile(None)  # type: ignore[arg-type]
+        threading.setprofile(None)
     row.extra = {"ceiling": 1e6 / statistics.median(p.cpu * 1e6 / sizes.w3 for p in row.phases),
                  "sqlite_calls": tally.calls / sizes.w3, "handoffs": tally.handoffs / sizes.w3}
     return row
