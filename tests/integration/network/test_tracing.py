@@ -30,8 +30,10 @@ def echo(ctx: Any) -> None:
 def test_a_dialog_across_two_brokers_and_an_activated_reply_is_one_trace(
         tmp_path: Path, nodes: list[sbroker.Broker]) -> None:
     with traced() as t:
-        a = node(tmp_path, "a", services={"SvcA": []}, fragment_size=1024)
-        b = node(tmp_path, "b", services={"SvcB": ["DEFAULT"]}, fragment_size=1024)
+        a = node(tmp_path, "a", services={"SvcA": []}, fragment_size=1024,
+                 instrumentation=t.instrumentation)
+        b = node(tmp_path, "b", services={"SvcB": ["DEFAULT"]}, fragment_size=1024,
+                 instrumentation=t.instrumentation)
         nodes += [a, b]
         route(a, "SvcB", b)
         route(b, "SvcA", a)

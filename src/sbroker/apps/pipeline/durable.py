@@ -40,8 +40,8 @@ from sbroker.apps.scheduler.client import (
 from sbroker.apps.scheduler.executor import DIED, recover_dead_tasks
 from sbroker.apps.spark.tasks import TaskResult
 from sbroker.apps.sql import read, statements
+from sbroker.apps.tracing import run_trace
 from sbroker.core import messages as m
-from sbroker.core import tracing
 from sbroker.core.errors import BrokerError
 from sbroker.engine.api import BrokerAPI
 from sbroker.engine.transaction import Transaction
@@ -99,7 +99,7 @@ class DurableRunner:
         self.sql = statements(broker, "sbroker.apps.pipeline")
         self.clock = broker.clock
         self._interrupting = False
-        self._trace: tracing.RunTrace | None = None  # the run's spans, while tracing is on
+        self._trace: Any = None  # the run's spans (apps/tracing's RunTrace), while traced
 
     # -- creating and resuming ---------------------------------------------------------------
     def create(self, tx: Transaction | None = None) -> RunState:
@@ -193,12 +193,12 @@ class DurableRunner:
         """Run ``state`` until every task ended; Ctrl-C cancels what runs and leaves the run
         ``cancelled`` (resumable); ``stop`` (a server stopping) leaves it as it stands, for a
         resume.  Never raises for a failed task.  Traced, the run is one trace (SPEC §15)."""
-        if tracing.TRACER is None:
+        trace = self._trace = run_trace(self.broker.instrumentation, state.run_id,
+                                        self.pipeline.name, resumed=state.resumed)
+        if trace is None:
             return self._drive(state, stop)
-        trace = self._trace = tracing.RunTrace(tracing.TRACER, state.run_id,
-                                               self.pipeline.name, resumed=state.resumed)
         try:
-            with tracing.current(trace.run):
+            with trace.current(trace.run):
                 return self._drive(state, stop)
         finally:
             trace.finish(state.status, {n: (t.status, t.error) for n, t in state.tasks.items()})
@@ -258,7 +258,7 @@ class DurableRunner:
                 log_id = send_task(self.broker, tx, handle, task.spec.task, self.pipeline.name)
             else:  # the attempt's span is current while it is sent: its spans join it
                 span = trace.start_attempt(task.name, task.attempts + 1)
-                with tracing.current(span):
+                with trace.current(span):
                     log_id = send_task(self.broker, tx, handle, task.spec.task,
                                        self.pipeline.name)
                 trace.sent(span, log_id)

@@ -35,7 +35,7 @@ from sbroker.apps.spark import (
     task_to_json,
 )
 from sbroker.core import messages as m
-from sbroker.core import threads, tracing
+from sbroker.core import threads
 from sbroker.core.errors import ConversationNotFoundError, ConversationStateError
 from sbroker.engine.api import BrokerAPI
 from sbroker.engine.transaction import Transaction
@@ -246,15 +246,12 @@ def _run(broker: BrokerAPI, state: ExecutorState, msg: m.Message,
     log_id = int(payload["log_id"])
     group = msg.conversation_group_id
     _ensure_watcher(broker, state)
-    span = None if tracing.TRACER is None else tracing.start_task(
-        tracing.TRACER, msg.trace_context, log_id, payload.get("task"))
+    kind = payload["task"].get("type") if isinstance(payload.get("task"), dict) else None
+    scope = broker.instrumentation.task(msg.trace_context, log_id, str(kind or "unknown"))
     try:
         task: Task = task_from_dict(payload["task"])
-        if span is None:
+        with scope.current():  # what the task does is traced under it
             execution = execute(state.runner, task, log_id=log_id, pool=payload.get("pool"))
-        else:
-            with tracing.current(span):  # what the task does is traced under it
-                execution = execute(state.runner, task, log_id=log_id, pool=payload.get("pool"))
         status, error, value = execution.status, execution.error, execution.value
         details = execution.details
         job_ids = list(execution.spark_job_ids)
@@ -271,8 +268,7 @@ def _run(broker: BrokerAPI, state: ExecutorState, msg: m.Message,
             if state.running[group] <= 0:
                 del state.running[group]
             state.running_logs.pop(log_id, None)
-    if span is not None:  # with an event per Spark job it started (SPEC §15)
-        tracing.end_task(span, status, error, job_ids, operation_ids)
+    scope.ended(status, error, job_ids, operation_ids)  # with its Spark jobs' ids
     return Outcome(msg.conversation_handle, log_id, status, value, error, job_ids, (start, end),
                    details, operation_ids)
 

@@ -1,0 +1,211 @@
+"""OpenTelemetry's implementation of the broker's instrumentation hooks: every span sbroker
+emits (docs/tracing.md), following OpenTelemetry's messaging conventions —
+``messaging.system`` is ``sbroker``, ``messaging.operation.name`` / ``.type`` name the
+operation, the destination is the far service (send) or the queue (receive, process);
+conversation and group are attributes.
+
+Imported only once tracing is on (the application imported the API and set a provider, or
+gave this instrumentation to ``Broker.open``)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import (
+    Link,
+    NonRecordingSpan,
+    Span,
+    SpanContext,
+    SpanKind,
+    Status,
+    StatusCode,
+    TraceFlags,
+    TracerProvider,
+)
+
+from sbroker.core.instrumentation import Instrumentation, TaskScope
+from sbroker.core.messages import Message
+from sbroker.core.traceparent import format_traceparent, parse
+
+SYSTEM = "sbroker"
+_PRODUCER, _CONSUMER = SpanKind.PRODUCER, SpanKind.CONSUMER
+_HANDLE = "messaging.sbroker.conversation_handle"
+_GROUP = "messaging.sbroker.conversation_group_id"
+_COUNT = "messaging.batch.message_count"
+
+
+def span_context(traceparent: str | None) -> SpanContext | None:
+    """The remote span a ``traceparent`` names, or None (absent or malformed)."""
+    ids = parse(traceparent)
+    if ids is None:
+        return None
+    return SpanContext(ids[0], ids[1], is_remote=True, trace_flags=TraceFlags(ids[2]))
+
+
+def _under(sc: SpanContext) -> otel_context.Context:
+    """A context whose current span is the (remote) span ``sc``."""
+    return trace.set_span_in_context(NonRecordingSpan(sc))
+
+
+def _attrs(operation: str, destination: str) -> dict[str, Any]:
+    return {"messaging.system": SYSTEM, "messaging.operation.name": operation,
+            "messaging.operation.type": operation, "messaging.destination.name": destination}
+
+
+def _fail(span: Span, error: str) -> None:
+    span.set_status(Status(StatusCode.ERROR, error))
+
+
+class _Thread(threading.local):
+    """What a thread running an activated procedure is doing, for its ``process`` spans."""
+
+    activated: str | None = None  # the queue, while the thread runs an activated procedure
+    span: Span | None = None  # the open process span, current in this thread
+    token: object = None
+
+
+class OpenTelemetry(Instrumentation):
+    """Spans for SEND, RECEIVE, an activated procedure's work and scheduler tasks, made with
+    ``tracer_provider`` (the application's global provider when None)."""
+
+    def __init__(self, tracer_provider: TracerProvider | None = None) -> None:
+        provider = tracer_provider or trace.get_tracer_provider()
+        self.tracer = provider.get_tracer("sbroker")
+        self._thread = _Thread()
+
+    # -- SEND, RECEIVE, process -------------------------------------------------------------
+    def send(self, message_type: str, far_service: str, conversation_id: str,
+             group_id: str, handles: Sequence[str]) -> str | None:
+        """A ``send`` span (producer), child of the current span; its ``traceparent``."""
+        attrs = _attrs("send", far_service)
+        attrs["messaging.message.conversation_id"] = conversation_id
+        attrs["messaging.sbroker.message_type"] = message_type
+        attrs[_GROUP] = group_id
+        if len(handles) == 1:
+            attrs[_HANDLE] = handles[0]
+        else:
+            attrs[_COUNT] = len(handles)
+            attrs["messaging.sbroker.conversation_handles"] = list(handles)
+        span = self.tracer.start_span("send", kind=_PRODUCER, attributes=attrs)
+        sc = span.get_span_context()
+        span.end()
+        if not sc.is_valid:
+            return None
+        return format_traceparent(sc.trace_id, sc.span_id, sc.trace_flags)
+
+    def before_receive(self, queue: str) -> object:
+        """The work on the last batch of an activated procedure is over (its ``process``
+        span ends); the start of the ``receive`` span, in OpenTelemetry's time base."""
+        if self._thread.span is not None:
+            self._end_process()
+        return time.time_ns()
+
+    def after_receive(self, queue: str, messages: Sequence[Message], before: object) -> None:
+        """A ``receive`` span (consumer), linked to each traced message's send span; under
+        the current span, else under the first message's."""
+        contexts = [sc for sc in map(span_context, [m.trace_context for m in messages]) if sc]
+        local = self._thread
+        if local.span is not None:
+            self._end_process()
+        first = messages[0]
+        parent = None
+        if contexts and not trace.get_current_span().get_span_context().is_valid:
+            parent = _under(contexts[0])
+        attrs = _attrs("receive", queue)
+        attrs[_COUNT] = len(messages)
+        attrs[_HANDLE] = first.conversation_handle
+        attrs[_GROUP] = first.conversation_group_id
+        start = before if isinstance(before, int) else None
+        self.tracer.start_span("receive", context=parent, kind=_CONSUMER, start_time=start,
+                               links=[Link(sc) for sc in contexts], attributes=attrs).end()
+        if local.activated is not None:
+            self._begin_process(local.activated, contexts, first)
+
+    def _begin_process(self, queue: str, contexts: list[SpanContext], first: Message) -> None:
+        """The work on a received batch: a ``process`` span under the first message's trace,
+        current in this thread until the next RECEIVE or the procedure's return."""
+        attrs = _attrs("process", queue)
+        attrs[_HANDLE] = first.conversation_handle
+        attrs[_GROUP] = first.conversation_group_id
+        span = self.tracer.start_span(
+            "process", context=_under(contexts[0]) if contexts else None, kind=_CONSUMER,
+            links=[Link(sc) for sc in contexts[1:]], attributes=attrs)
+        local = self._thread
+        local.span = span
+        local.token = otel_context.attach(trace.set_span_in_context(span))
+
+    def _end_process(self, error: BaseException | None = None) -> None:
+        local = self._thread
+        span, token = local.span, local.token
+        local.span = local.token = None
+        if token is not None:
+            otel_context.detach(token)  # type: ignore[arg-type]
+        if span is not None:
+            if error is not None:
+                span.record_exception(error)
+                _fail(span, str(error))
+            span.end()
+
+    def before_procedure(self, queue: str) -> None:
+        """Each RECEIVE that returns messages in the procedure opens a ``process`` span for
+        the work that follows."""
+        self._thread.activated = queue
+
+    def after_procedure(self, queue: str, error: BaseException | None) -> None:
+        self._end_process(error)
+        self._thread.activated = None
+
+    # -- scheduler tasks --------------------------------------------------------------------
+    def task(self, trace_context: str | None, log_id: int, kind: str) -> TaskScope:
+        """A ``task`` span: under the current span (the executor's ``process``), else in the
+        trace of the ``exec_async`` that sent it."""
+        parent = None
+        if not trace.get_current_span().get_span_context().is_valid:
+            sc = span_context(trace_context)
+            parent = _under(sc) if sc is not None else None
+        return _Task(self.tracer.start_span("task", context=parent, attributes={
+            "messaging.system": SYSTEM, "sbroker.task.log_id": log_id,
+            "sbroker.task.type": kind}))
+
+
+@contextmanager
+def current(span: Span | None) -> Iterator[None]:
+    """Make ``span`` the current span in this thread (None: nothing)."""
+    if span is None:
+        yield
+        return
+    token = otel_context.attach(trace.set_span_in_context(span))
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
+
+
+class _Task(TaskScope):
+    """A scheduler task's span."""
+
+    def __init__(self, span: Span) -> None:
+        self.span = span
+
+    def current(self) -> AbstractContextManager[object]:
+        return current(self.span)
+
+    def ended(self, status: str, error: str | None, job_ids: Iterable[int] = (),
+              operation_ids: Iterable[str] = ()) -> None:
+        """The outcome, and one event per Spark job (or Spark Connect operation) the task
+        started, carrying its id."""
+        span = self.span
+        for job in job_ids:
+            span.add_event("spark.job", {"spark.job.id": int(job)})
+        for op in operation_ids:
+            span.add_event("spark.operation", {"spark.connect.operation_id": str(op)})
+        span.set_attribute("sbroker.task.status", status)
+        if status == "failed":
+            _fail(span, error or status)
+        span.end()
