@@ -4,36 +4,27 @@ not (docs/tracing.md)."""
 
 from __future__ import annotations
 
-_ZERO_TRACE = "0" * 32
-
 
 def parse(traceparent: str | None) -> tuple[int, int, int] | None:
     """(trace id, span id, flags) of a ``traceparent``, or None when it is absent, malformed
     or names no span (an all-zero trace or span id)."""
-    tid = trace_id(traceparent)
-    if tid is None or traceparent is None:
+    if traceparent is None or len(traceparent) != 55 or traceparent[2] != "-" or \
+            traceparent[35] != "-" or traceparent[52] != "-":
         return None
-    _, _, span_hex, flags_hex = traceparent.split("-")
     try:
-        span_id, flags = int(span_hex, 16), int(flags_hex, 16)
+        ids = int(traceparent[3:35], 16), int(traceparent[36:52], 16), \
+            int(traceparent[53:55], 16)
     except ValueError:
         return None
-    if span_id == 0:
-        return None
-    return int(tid, 16), span_id, flags & 0xFF
+    return ids if ids[0] and ids[1] else None
 
 
 def trace_id(traceparent: str | None) -> str | None:
     """The trace id (32 hex digits) of a ``traceparent``, or None when there is none or it is
     malformed."""
-    parts = (traceparent or "").split("-")
-    if len(parts) != 4 or len(parts[1]) != 32 or len(parts[2]) != 16:
+    if traceparent is None or parse(traceparent) is None:
         return None
-    try:
-        int(parts[1], 16)
-    except ValueError:
-        return None
-    return None if parts[1] == _ZERO_TRACE else parts[1]
+    return traceparent[3:35]
 
 
 def format_traceparent(trace: int, span: int, flags: int) -> str:

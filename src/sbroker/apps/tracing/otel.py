@@ -31,7 +31,7 @@ from opentelemetry.trace import (
 
 from sbroker.core.instrumentation import Instrumentation, TaskScope
 from sbroker.core.messages import Message
-from sbroker.core.traceparent import format_traceparent, parse
+from sbroker.core.traceparent import parse
 
 SYSTEM = "sbroker"
 _PRODUCER, _CONSUMER = SpanKind.PRODUCER, SpanKind.CONSUMER
@@ -45,7 +45,19 @@ def span_context(traceparent: str | None) -> SpanContext | None:
     ids = parse(traceparent)
     if ids is None:
         return None
-    return SpanContext(ids[0], ids[1], is_remote=True, trace_flags=TraceFlags(ids[2]))
+    return SpanContext(ids[0], ids[1], True, TraceFlags(ids[2]))
+
+
+def _links(messages: Sequence[Message]) -> list[Link]:
+    """A link to the send span of each traced message."""
+    out = []
+    for msg in messages:
+        tp = msg.trace_context
+        if tp is not None:
+            sc = span_context(tp)
+            if sc is not None:
+                out.append(Link(sc))
+    return out
 
 
 def _under(sc: SpanContext) -> otel_context.Context:
@@ -62,7 +74,7 @@ def _fail(span: Span, error: str) -> None:
     span.set_status(Status(StatusCode.ERROR, error))
 
 
-class _Thread(threading.local):
+class _PerThread(threading.local):
     """What a thread running an activated procedure is doing, for its ``process`` spans."""
 
     activated: str | None = None  # the queue, while the thread runs an activated procedure
@@ -77,16 +89,17 @@ class OpenTelemetry(Instrumentation):
     def __init__(self, tracer_provider: TracerProvider | None = None) -> None:
         provider = tracer_provider or trace.get_tracer_provider()
         self.tracer = provider.get_tracer("sbroker")
-        self._thread = _Thread()
+        self._local = _PerThread()
 
     # -- SEND, RECEIVE, process -------------------------------------------------------------
     def send(self, message_type: str, far_service: str, conversation_id: str,
              group_id: str, handles: Sequence[str]) -> str | None:
         """A ``send`` span (producer), child of the current span; its ``traceparent``."""
-        attrs = _attrs("send", far_service)
-        attrs["messaging.message.conversation_id"] = conversation_id
-        attrs["messaging.sbroker.message_type"] = message_type
-        attrs[_GROUP] = group_id
+        attrs: dict[str, Any] = {
+            "messaging.system": SYSTEM, "messaging.operation.name": "send",
+            "messaging.operation.type": "send", "messaging.destination.name": far_service,
+            "messaging.message.conversation_id": conversation_id,
+            "messaging.sbroker.message_type": message_type, _GROUP: group_id}
         if len(handles) == 1:
             attrs[_HANDLE] = handles[0]
         else:
@@ -97,51 +110,51 @@ class OpenTelemetry(Instrumentation):
         span.end()
         if not sc.is_valid:
             return None
-        return format_traceparent(sc.trace_id, sc.span_id, sc.trace_flags)
+        return f"00-{sc.trace_id:032x}-{sc.span_id:016x}-{sc.trace_flags:02x}"  # W3C
 
     def before_receive(self, queue: str) -> object:
         """The work on the last batch of an activated procedure is over (its ``process``
         span ends); the start of the ``receive`` span, in OpenTelemetry's time base."""
-        if self._thread.span is not None:
+        if self._local.span is not None:
             self._end_process()
         return time.time_ns()
 
     def after_receive(self, queue: str, messages: Sequence[Message], before: object) -> None:
         """A ``receive`` span (consumer), linked to each traced message's send span; under
         the current span, else under the first message's."""
-        contexts = [sc for sc in map(span_context, [m.trace_context for m in messages]) if sc]
-        local = self._thread
+        links = _links(messages)
+        local = self._local
         if local.span is not None:
             self._end_process()
         first = messages[0]
         parent = None
-        if contexts and not trace.get_current_span().get_span_context().is_valid:
-            parent = _under(contexts[0])
-        attrs = _attrs("receive", queue)
-        attrs[_COUNT] = len(messages)
-        attrs[_HANDLE] = first.conversation_handle
-        attrs[_GROUP] = first.conversation_group_id
-        start = before if isinstance(before, int) else None
-        self.tracer.start_span("receive", context=parent, kind=_CONSUMER, start_time=start,
-                               links=[Link(sc) for sc in contexts], attributes=attrs).end()
+        if links and not trace.get_current_span().get_span_context().is_valid:
+            parent = _under(links[0].context)
+        self.tracer.start_span("receive", context=parent, kind=_CONSUMER, links=links,
+                               start_time=before if isinstance(before, int) else None,
+                               attributes={
+            "messaging.system": SYSTEM, "messaging.operation.name": "receive",
+            "messaging.operation.type": "receive", "messaging.destination.name": queue,
+            _COUNT: len(messages), _HANDLE: first.conversation_handle,
+            _GROUP: first.conversation_group_id}).end()
         if local.activated is not None:
-            self._begin_process(local.activated, contexts, first)
+            self._begin_process(local.activated, links, first)
 
-    def _begin_process(self, queue: str, contexts: list[SpanContext], first: Message) -> None:
+    def _begin_process(self, queue: str, links: list[Link], first: Message) -> None:
         """The work on a received batch: a ``process`` span under the first message's trace,
         current in this thread until the next RECEIVE or the procedure's return."""
         attrs = _attrs("process", queue)
         attrs[_HANDLE] = first.conversation_handle
         attrs[_GROUP] = first.conversation_group_id
         span = self.tracer.start_span(
-            "process", context=_under(contexts[0]) if contexts else None, kind=_CONSUMER,
-            links=[Link(sc) for sc in contexts[1:]], attributes=attrs)
-        local = self._thread
+            "process", context=_under(links[0].context) if links else None, kind=_CONSUMER,
+            links=links[1:], attributes=attrs)
+        local = self._local
         local.span = span
         local.token = otel_context.attach(trace.set_span_in_context(span))
 
     def _end_process(self, error: BaseException | None = None) -> None:
-        local = self._thread
+        local = self._local
         span, token = local.span, local.token
         local.span = local.token = None
         if token is not None:
@@ -155,11 +168,11 @@ class OpenTelemetry(Instrumentation):
     def before_procedure(self, queue: str) -> None:
         """Each RECEIVE that returns messages in the procedure opens a ``process`` span for
         the work that follows."""
-        self._thread.activated = queue
+        self._local.activated = queue
 
     def after_procedure(self, queue: str, error: BaseException | None) -> None:
         self._end_process(error)
-        self._thread.activated = None
+        self._local.activated = None
 
     # -- scheduler tasks --------------------------------------------------------------------
     def task(self, trace_context: str | None, log_id: int, kind: str) -> TaskScope:
