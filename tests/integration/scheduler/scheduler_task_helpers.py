@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 import time
 from typing import Any
@@ -59,3 +60,8 @@ def meet(spark: Any, key: str) -> None:
     with _lock:
         barrier = _barriers.setdefault(key, threading.Barrier(2))
     barrier.wait(timeout=30)
+
+
+def leave(spark: Any) -> None:
+    """Calls sys.exit, as a script would."""
+    sys.exit(3)

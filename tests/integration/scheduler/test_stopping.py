@@ -165,6 +165,18 @@ def test_a_pipeline_task_past_its_timeout_fails_and_the_run_goes_on(
     assert after.status == "skipped"
 
 
+def test_a_task_that_calls_sys_exit_fails_and_its_reader_goes_on(
+        executor: sbroker.Broker, readers: object) -> None:
+    with executor.scheduler() as s:
+        s.exec_async(PythonTask("scheduler_task_helpers:leave"))
+        s.exec_async("SELECT 1")
+        with pytest.raises(TaskFailed) as failed:
+            s.wait_all(timeout=60)
+    left, after = failed.value.results
+    assert (left.status, left.error, after.status) == ("failed", "SystemExit: 3", "succeeded")
+    assert "in leave" in (left.error_details or "")
+
+
 @pytest.mark.parametrize("bad", [0, -1, "1", True, float("nan")])
 def test_a_bad_timeout_is_refused_and_nothing_is_sent(executor: sbroker.Broker,
                                                       bad: object) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import enum
+import os
 import sys
 import threading
 import time
@@ -26,13 +27,14 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 __all__ = ["GRACE", "POLL", "STOP_DRAIN", "Attempt", "AttemptThread", "Reader", "Stop",
-           "TaskStopped"]
+           "TaskStopped", "code_traceback"]
 
 T = TypeVar("T")
 
 #: Seconds a stopped attempt gets to end after its Spark jobs were cancelled and
-#: ``TaskStopped`` was raised in it, before its thread is abandoned.
-GRACE = 0.5
+#: ``TaskStopped`` was raised in it, before its thread is abandoned (a cancelled Spark job
+#: returns its call in 0.1-0.6 s once the session is warm).
+GRACE = 1.0
 #: Seconds a running attempt gets to end by itself once the broker is stopping.
 STOP_DRAIN = 5.0
 #: A reader waiting for an attempt looks at ``stopping`` at least this often.
@@ -51,6 +53,29 @@ class Stop(enum.Enum):
     CANCELLED = "cancelled"
     TIMED_OUT = "timed out"
     STOPPING = "the executor stopped"
+
+
+_SBROKER = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _theirs(frames: traceback.StackSummary) -> list[traceback.FrameSummary]:
+    """The frames from the task's own code on: the attempt thread's and the runner's, which
+    come first, are left out."""
+    lead = 0
+    for frame in frames:
+        if frame.filename != threading.__file__ and not frame.filename.startswith(
+                _SBROKER + os.sep):
+            break
+        lead += 1
+    return list(frames)[lead:] or list(frames)
+
+
+def code_traceback(exc: BaseException) -> str:
+    """The traceback of what ended an attempt's work (``TaskStopped``: where its code was
+    when it was stopped), from the task's code on."""
+    frames = _theirs(traceback.extract_tb(exc.__traceback__))
+    return ("Traceback (most recent call last):\n" + "".join(traceback.format_list(frames))
+            + "".join(traceback.format_exception_only(type(exc), exc)))
 
 
 def _async_raise(thread_id: int, exc: type[BaseException] | None) -> None:
@@ -171,7 +196,8 @@ class Attempt(Generic[T]):
             frame = sys._current_frames().get(self._thread) if self._thread else None
             if self.abandoned and frame is not None:
                 self.where = ("Where its code was when it was left behind (most recent call"
-                              " last):\n" + "".join(traceback.format_stack(frame)))
+                              " last):\n" + "".join(traceback.format_list(
+                                  _theirs(traceback.extract_stack(frame)))))
             return self.abandoned
 
 

@@ -27,7 +27,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sbroker.apps.scheduler import schema
-from sbroker.apps.scheduler.attempts import GRACE, STOP_DRAIN, Attempt, Reader, Stop
+from sbroker.apps.scheduler.attempts import (
+    GRACE,
+    STOP_DRAIN,
+    Attempt,
+    Reader,
+    Stop,
+    code_traceback,
+)
 from sbroker.apps.scheduler.queries import read, sql
 from sbroker.apps.spark import (
     Execution,
@@ -40,7 +47,6 @@ from sbroker.apps.spark import (
     spark_ids_json,
     task_from_dict,
     task_to_json,
-    task_traceback,
 )
 from sbroker.core import messages as m
 from sbroker.core import threads, tracing
@@ -370,7 +376,7 @@ def _judged(attempt: Attempt[Execution], start: dt.datetime, grace: float) -> Ex
             return done
         exc = attempt.raised or RuntimeError("the attempt ended without an outcome")
         return Execution(log_id, "failed", start, end, error=one_line_error(exc),
-                         details=task_traceback(exc))
+                         details=code_traceback(exc))
     status: TaskStatus = "cancelled" if attempt.why is Stop.CANCELLED else "failed"
     if attempt.why is Stop.CANCELLED:
         error = "cancelled"
@@ -386,7 +392,7 @@ def _judged(attempt: Attempt[Execution], start: dt.datetime, grace: float) -> Ex
         details = attempt.where
         log.warning("task %s: %s", log_id, error)
     elif attempt.raised is not None:
-        details = task_traceback(attempt.raised)  # where its code was when it was stopped
+        details = code_traceback(attempt.raised)  # where its code was when stopped
     return Execution(log_id, status, start, end, error=error,
                      spark_job_ids=list(done.spark_job_ids) if done else [], details=details,
                      operation_ids=list(done.operation_ids) if done else [])
