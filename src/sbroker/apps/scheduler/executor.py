@@ -5,10 +5,9 @@ transaction (so the message is consumed exactly when the row says who runs it), 
 outside any transaction on an attempt thread it can walk away from (``attempts``: a cancel,
 a timeout or the broker's stop ends the attempt whether or not its code returns), then
 records the outcome and sends AsyncDone in the transaction that takes its next task (alone
-when no task waits).  Readers pick the scheduler (conversation
-group) with the fewest tasks running here, then the one served least recently, then the
-oldest waiting message: a scheduler with a thousand queued tasks does not starve one with
-three.
+when no task waits).  Readers pick the scheduler (conversation group) with the fewest tasks
+running here, then the one served least recently, then the oldest waiting message: a
+scheduler with a thousand queued tasks does not starve one with three.
 """
 
 from __future__ import annotations
@@ -393,6 +392,8 @@ def _judged(attempt: Attempt[Execution], start: dt.datetime, grace: float) -> Ex
         log.warning("task %s: %s", log_id, error)
     elif attempt.raised is not None:
         details = code_traceback(attempt.raised)  # where its code was when stopped
+    elif done is not None:
+        details = done.details
     return Execution(log_id, status, start, end, error=error,
                      spark_job_ids=list(done.spark_job_ids) if done else [], details=details,
                      operation_ids=list(done.operation_ids) if done else [])
