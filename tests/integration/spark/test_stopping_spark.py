@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 import spark_task_helpers as helpers
+from support.helpers import poll_until
 
 import sbroker
 from sbroker.apps.spark import PythonTask, SparkRunner, SparkSQL
@@ -37,24 +36,15 @@ def _jobs(spark: SparkSession, log_id: int) -> list[str]:
             for j in tracker.getJobIdsForGroup(str(log_id))]
 
 
-def _wait_for(condition: object, timeout: float = 60.0) -> None:
-    """Spark reports job state only through polling; wait on an event between looks."""
-    tick = threading.Event()
-    deadline = time.monotonic() + timeout
-    while not condition():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "condition not reached"
-        tick.wait(0.05)
-
-
 def test_a_cancelled_python_task_has_its_running_job_cancelled(
         spark: SparkSession, broker: sbroker.Broker) -> None:
     with broker.scheduler() as s:
         log_id = s.exec_async(PythonTask("spark_task_helpers:long_job_then_block"))
-        _wait_for(lambda: "RUNNING" in _jobs(spark, log_id))
+        poll_until(lambda: "RUNNING" in _jobs(spark, log_id))
         s.cancel(log_id)
         result = s.synchronize(timeout=60)
     assert result.status == "cancelled"
-    _wait_for(lambda: _jobs(spark, log_id) and set(_jobs(spark, log_id)) == {"FAILED"})
+    poll_until(lambda: _jobs(spark, log_id) and set(_jobs(spark, log_id)) == {"FAILED"})
 
 
 def test_a_spark_sql_task_past_its_timeout_is_failed_and_its_job_cancelled(
@@ -64,4 +54,4 @@ def test_a_spark_sql_task_past_its_timeout_is_failed_and_its_job_cancelled(
         result = s.synchronize(timeout=60)
     assert result.status == "failed"
     assert (result.error or "").startswith("timed out after 3 s")
-    _wait_for(lambda: _jobs(spark, log_id) and set(_jobs(spark, log_id)) == {"FAILED"})
+    poll_until(lambda: _jobs(spark, log_id) and set(_jobs(spark, log_id)) == {"FAILED"})
