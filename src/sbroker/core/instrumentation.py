@@ -3,35 +3,21 @@
 A broker is given one :class:`Instrumentation` when it opens (``Broker.open(...,
 instrumentation=)``; OpenTelemetry's by itself when the application set a tracer provider:
 docs/tracing.md) and hands it down: the engine calls it at each SEND and RECEIVE, the
-activation service around each activated procedure, the scheduler's executor around each
-task.  This class is the default and does nothing; an implementation overrides the hooks it
-needs, in the manner of dramatiq's middleware.  A hook must not touch the database and must
-not raise: it runs inside the statement it watches.
+activation service around each activated procedure; an app asks it for hooks of the app's
+own kind (the scheduler's executor for its task hooks, the pipeline runner for a run
+listener).  This class is the default and does nothing; an implementation overrides the
+hooks it needs, in the manner of dramatiq's middleware.  A hook must not touch the database
+and must not raise: it runs inside the statement it watches.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Sequence
+from typing import TypeVar
 
 from sbroker.core.messages import Message
 
-
-class TaskScope:
-    """One scheduler task's hooks, from :meth:`Instrumentation.task`: these do nothing."""
-
-    def current(self) -> AbstractContextManager[object]:
-        """Entered in the thread that runs the task's code, for as long as it runs (what the
-        code does joins the task's trace)."""
-        return nullcontext()
-
-    def ended(self, status: str, error: str | None, job_ids: Iterable[int] = (),
-              operation_ids: Iterable[str] = ()) -> None:
-        """The task ended with ``status`` ("succeeded", "failed", ...), having started these
-        Spark jobs (or Spark Connect operations)."""
-
-
-NO_TASK = TaskScope()
+H = TypeVar("H")
 
 
 class Instrumentation:
@@ -57,10 +43,11 @@ class Instrumentation:
     def after_procedure(self, queue: str, error: BaseException | None) -> None:
         """The activated procedure returned (``error``: what it raised)."""
 
-    def task(self, trace_context: str | None, log_id: int, kind: str) -> TaskScope:
-        """A scheduler task (its ``ExecutionLog`` id and type: "sql", "python", ...) is about
-        to run, for a message that carried ``trace_context``."""
-        return NO_TASK
+    def hooks(self, kind: type[H]) -> H | None:
+        """Hooks of an app's own ``kind`` (a class the app declares with hooks that do
+        nothing, e.g. the pipeline's ``RunListener``), when this instrumentation has some:
+        a new object for each call.  None here: the app uses its own no-op."""
+        return None
 
 
 NO_INSTRUMENTATION = Instrumentation()

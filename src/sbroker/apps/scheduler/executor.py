@@ -34,6 +34,7 @@ from sbroker.apps.scheduler.attempts import (
     Stop,
     code_traceback,
 )
+from sbroker.apps.scheduler.hooks import NO_HOOKS, TaskHooks, TaskScope
 from sbroker.apps.scheduler.queries import read, sql
 from sbroker.apps.spark import (
     Execution,
@@ -50,7 +51,6 @@ from sbroker.apps.spark import (
 from sbroker.core import messages as m
 from sbroker.core import threads
 from sbroker.core.errors import ConversationNotFoundError, ConversationStateError
-from sbroker.core.instrumentation import TaskScope
 from sbroker.engine.api import BrokerAPI
 from sbroker.engine.transaction import Transaction
 
@@ -311,7 +311,8 @@ def _run(broker: BrokerAPI, state: ExecutorState, reader: Reader[Execution], msg
     group = msg.conversation_group_id
     _ensure_watcher(broker, state)
     kind = payload["task"].get("type") if isinstance(payload.get("task"), dict) else None
-    scope = broker.instrumentation.task(msg.trace_context, log_id, str(kind or "unknown"))
+    hooks = broker.instrumentation.hooks(TaskHooks) or NO_HOOKS
+    scope = hooks.task(msg.trace_context, log_id, str(kind or "unknown"))
     start = dt.datetime.now(dt.UTC)
     try:
         task: Task = task_from_dict(payload["task"])

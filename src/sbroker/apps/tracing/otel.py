@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any
+from typing import Any, cast
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -26,10 +26,12 @@ from opentelemetry.trace import (
     Status,
     StatusCode,
     TraceFlags,
+    Tracer,
     TracerProvider,
 )
 
-from sbroker.core.instrumentation import Instrumentation, TaskScope
+from sbroker.apps.scheduler.hooks import TaskHooks, TaskScope
+from sbroker.core.instrumentation import H, Instrumentation
 from sbroker.core.messages import Message
 from sbroker.core.traceparent import parse
 
@@ -174,10 +176,23 @@ class OpenTelemetry(Instrumentation):
         self._end_process(error)
         self._local.activated = None
 
-    # -- scheduler tasks --------------------------------------------------------------------
+    # -- the apps' hooks -----------------------------------------------------------------
+    def hooks(self, kind: type[H]) -> H | None:
+        """The scheduler's task spans."""
+        if kind is TaskHooks:
+            return cast(H, _TaskSpans(self.tracer))
+        return None
+
+
+class _TaskSpans(TaskHooks):
+    """A ``task`` span around each scheduler task."""
+
+    def __init__(self, tracer: Tracer) -> None:
+        self.tracer = tracer
+
     def task(self, trace_context: str | None, log_id: int, kind: str) -> TaskScope:
-        """A ``task`` span: under the current span (the executor's ``process``), else in the
-        trace of the ``exec_async`` that sent it."""
+        """Under the current span (the executor's ``process``), else in the trace of the
+        ``exec_async`` that sent it."""
         parent = None
         if not trace.get_current_span().get_span_context().is_valid:
             sc = span_context(trace_context)
