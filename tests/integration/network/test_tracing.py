@@ -1,4 +1,4 @@
-"""A dialog across two brokers over loopback TCP is one trace (SPEC §15): the traceparent
+"""A dialog across two brokers over loopback TCP is one trace: the traceparent
 of A's SEND travels with the message (also a message cut into fragments), B's activated
 procedure works in a ``process`` span under it, its reply's ``send`` is a child of that,
 and A's RECEIVE links the reply."""

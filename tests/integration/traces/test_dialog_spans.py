@@ -1,4 +1,4 @@
-"""Tracing of SEND and RECEIVE (SPEC §15) on each backend: a ``send`` span per SEND, its
+"""Tracing of SEND and RECEIVE on each backend: a ``send`` span per SEND, its
 traceparent stored with the message and read back as ``msg.trace_context``, a ``receive``
 span linked to each message's send span; and nothing at all while tracing is off."""
 

@@ -1,4 +1,4 @@
-"""End to end (SPEC §15): sbroker's spans leave the process over OTLP/HTTP, as a user sets
+"""End to end: sbroker's spans leave the process over OTLP/HTTP, as a user sets
 it up with the SDK's batch processor and exporter, and arrive at a receiver this test runs
 on 127.0.0.1, which decodes them: the send, the receive and its link to the send."""
 

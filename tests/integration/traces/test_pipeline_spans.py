@@ -1,4 +1,4 @@
-"""A pipeline run is one trace (SPEC §15): the run is the root span, each task a child, each
+"""A pipeline run is one trace: the run is the root span, each task a child, each
 attempt a child of its task with the executor's spans under it, the wait before a retry a
 span of its own, and the Spark jobs a task started are events carrying their job ids (here
 from a StubRunner's scripted job ids, so no JVM starts)."""

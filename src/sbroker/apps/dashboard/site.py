@@ -35,7 +35,7 @@ Endpoint = Callable[[Request], Awaitable[Response]]
 class DashboardOptions:
     """``token``: needed for actions (and for reading off loopback); ``loopback``: bound to a
     loopback address; ``refresh``: seconds between page updates; ``spark_ui``: its address;
-    ``trace_url``: a trace viewer's address with ``{trace_id}`` in it (SPEC §15)."""
+    ``trace_url``: a trace viewer's address with ``{trace_id}`` in it (docs/tracing.md)."""
 
     token: str | None = None
     loopback: bool = True
