@@ -230,13 +230,27 @@ class DurableRunner:
                 except KeyboardInterrupt:
                     self._interrupt(state)
             except leases.LeaseLost:
-                state.lost = True
-                log.warning("run %s of pipeline %s: another process drives it now (this one's"
-                            " lease expired); letting it go", state.run_id,
-                            self.pipeline.name)
+                self._let_go(state)
+            except BrokerError:  # its dialog ended under it: by a driver that took it over?
+                if self._holds(state):
+                    raise
+                self._let_go(state)
         state.finished_at = self.clock.monotonic()
         self.listener.run_finished(state)
         return state
+
+    def _holds(self, state: RunState) -> bool:
+        """Whether this driver still holds the run's lease (renewing it)."""
+        try:
+            self.renew(state)
+        except leases.LeaseLost:
+            return False
+        return True
+
+    def _let_go(self, state: RunState) -> None:
+        state.lost = True
+        log.warning("run %s of pipeline %s: another process drives it now (this one's lease"
+                    " expired); letting it go", state.run_id, self.pipeline.name)
 
     def _loop(self, state: RunState, stop: threading.Event | None) -> None:
         recover_dead_tasks(self.broker)

@@ -31,6 +31,9 @@ JOIN_SECONDS = 30.0
 
 def load_run_pipeline(file: str, params: str | None) -> Pipeline:
     """The pipeline of a recorded run: its file, with the run's parameters."""
+    if not file:
+        raise PipelineError("the run was not started from a pipeline file: only the process"
+                            " that started it can drive it")
     values: dict[str, Any] = json.loads(params or "{}")
     text = {k: ("true" if v else "false") if isinstance(v, bool) else str(v)
             for k, v in values.items()}
