@@ -315,7 +315,8 @@ class DurableRunner:
             task.status, task.ended, task.next_attempt = TaskStatus.RUNNING, None, None
             task.deadline = None if task.spec.timeout is None else now + task.spec.timeout
             task.start_time = task.start_time or _iso(now)
-            self.store.insert_attempt(tx, state.run_id, task)
+            self.store.insert_attempt(tx, state.run_id, task,
+                                      0 if state.lease is None else state.lease.token)
             self.store.set_task(tx, state.run_id, task)
         return ready
 
