@@ -333,9 +333,10 @@ class DurableRunner:
             self.listener.task_finished(state, task)
 
     def _wait_seconds(self, state: RunState, now: float) -> float:
+        retrying = TaskStatus.RETRYING
         due = [t.deadline for t in state.tasks.values() if t.deadline is not None]
         due += [t.next_attempt for t in state.tasks.values()
-                if t.status == TaskStatus.RETRYING and t.next_attempt is not None]
+                if t.next_attempt is not None and t.status == retrying]
         most = RECOVERY_SECONDS if state.lease is None else leases.renew_every(state.lease)
         return max(0.0, min([most, *(d - now for d in due)]))
 
@@ -416,8 +417,9 @@ class DurableRunner:
 
     def _set_timer(self, tx: Transaction, state: RunState) -> None:
         """The dialog's timer at the next retry due (a DialogTimer wakes the wait)."""
+        retrying = TaskStatus.RETRYING
         due = [t.next_attempt for t in state.tasks.values()
-               if t.status == TaskStatus.RETRYING and t.next_attempt is not None]
+               if t.next_attempt is not None and t.status == retrying]
         if due:
             tx.begin_conversation_timer(state.handle, max(0.001, min(due) - self.clock.now()))
 
