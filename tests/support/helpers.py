@@ -28,6 +28,14 @@ CHILD = Path(__file__).with_name("child.py")
 DEADLINE = 60.0  # seconds: generous, a loaded 2-core machine must never hit it
 
 
+def started(target: str | Path, runner: Any) -> sbroker.Broker:
+    """A started broker on ``target`` whose executor runs its tasks on ``runner``."""
+    b = sbroker.Broker.open(target)
+    b.install_executor(max_queue_readers=4, runner=runner)
+    b.start()
+    return b
+
+
 def poll_until(condition: Callable[[], object], timeout: float = DEADLINE) -> None:
     """For what only polling can tell (Spark's job states): look every 50 ms, waiting on an
     event in between; fails after ``timeout`` seconds."""

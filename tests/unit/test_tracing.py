@@ -36,11 +36,11 @@ def test_a_traceparent_is_read_back_as_it_was_written() -> None:
 
 
 def test_a_span_context_is_remote_with_the_ids_and_flags_of_the_traceparent() -> None:
-    otel = importlib.import_module("sbroker.apps.tracing.otel")  # imports the API
-    sc = otel.span_context(GOOD)
+    spans = importlib.import_module("sbroker.apps.tracing.spans")  # imports the API
+    sc = spans.span_context(GOOD)
     assert (sc.trace_id, sc.span_id, int(sc.trace_flags), sc.is_remote) == (
         0x0AF7651916CD43DD8448EB211C80319C, 0xB7AD6B7169203331, 1, True)
-    assert otel.span_context("garbage") is None
+    assert spans.span_context("garbage") is None
 
 
 def test_without_the_api_loaded_nothing_is_imported_and_nothing_traced(

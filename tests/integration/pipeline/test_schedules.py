@@ -5,35 +5,18 @@ on the same database: "hosts") take timers, catch-up and overlap="skip"."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 import sbroker
 from sbroker.apps.pipeline import list_runs, load_pipeline
-from sbroker.apps.pipeline.durable import DurableRunner
+from sbroker.apps.pipeline.runner import DurableRunner
 from sbroker.apps.pipeline.runstate import RunState
-from sbroker.apps.pipeline.schedule_service import ScheduleService
 from sbroker.apps.pipeline.schedules import add_schedule, list_schedules, remove_schedule
-from sbroker.apps.spark import StubRunner
+from sbroker.apps.pipeline.service import PipelineService
 
 HOUR = 3600.0
 
 
-
-@pytest.fixture
-def hosts(database: str) -> Iterator[list[sbroker.Broker]]:
-    """Two started brokers on one database, as two servers would be."""
-    brokers = [sbroker.Broker.open(database) for _ in range(2)]
-    for b in brokers:
-        b.install_executor(max_queue_readers=2, runner=StubRunner())
-        b.start()
-    try:
-        yield brokers
-    finally:
-        for b in brokers:
-            b.close()
 
 
 def _file(folder: Path, schedule: str) -> Path:
@@ -57,7 +40,7 @@ def _sql(broker: sbroker.Broker, text: str) -> str:
     return text.replace("?", "%s") if broker.dialect == "postgresql" else text
 
 
-def _take(services: list[ScheduleService]) -> list[list[RunState]]:
+def _take(services: list[PipelineService]) -> list[list[RunState]]:
     """Both servers poll the timers at once; what each created."""
     out: list[list[RunState]] = [[] for _ in services]
     threads = [threading.Thread(target=lambda i=i: out[i].extend(services[i].poll(3.0)))
@@ -87,7 +70,7 @@ def test_each_due_run_is_created_once_by_one_of_the_servers(
         hosts: list[sbroker.Broker], tmp_path: Path) -> None:
     path = _file(tmp_path, '[schedule]\nevery = "1h"\ncatchup = true\noverlap = "queue"\n')
     add_schedule(hosts[0], load_pipeline(path), overrides={})
-    services = [ScheduleService(b) for b in hosts]
+    services = [PipelineService(b) for b in hosts]
     _fall_due(hosts[0], 4.5)  # due 4.5 h, 3.5 h, ... 0.5 h ago: five runs
     created = _take(services)
     assert sorted(len(c) for c in created) == [0, 5]
@@ -103,7 +86,7 @@ def test_without_catchup_missed_runs_are_one_and_skip_records_an_overlap(
         hosts: list[sbroker.Broker], tmp_path: Path) -> None:
     add_schedule(hosts[0], load_pipeline(_file(tmp_path, '[schedule]\nevery = "1h"\n')),
                  overrides={})
-    services = [ScheduleService(b) for b in hosts]
+    services = [PipelineService(b) for b in hosts]
     _fall_due(hosts[0], 4.5)
     assert sorted(len(c) for c in _take(services)) == [0, 1]
     _fall_due(hosts[0], 0.5)  # the first run is still "running": this one is skipped

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import scheduler_task_helpers as helpers
+from support.helpers import poll_until
 
 import sbroker
 from sbroker.apps.pipeline import Options, Pipeline, TaskSpec, start_run
@@ -158,8 +159,8 @@ def test_a_pipeline_task_past_its_timeout_fails_and_the_run_goes_on(
     with sbroker.Broker.open(tmp_path / "run.db") as b:
         b.install_executor(max_queue_readers=1, runner=StubRunner())
         b.start()
-        state = start_run(b, pipeline)
-        assert executor_state(b).stuck() != []
+        state = start_run(b, pipeline)  # the run records the timeout at its deadline...
+        poll_until(lambda: executor_state(b).stuck() != [])  # ...its executor stops the code
     hang, after = state.tasks["hang"], state.tasks["after"]
     assert (hang.status, hang.error) == ("failed", "timed out after 1 s")
     assert after.status == "skipped"

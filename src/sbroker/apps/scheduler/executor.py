@@ -50,7 +50,11 @@ from sbroker.apps.spark import (
 )
 from sbroker.core import messages as m
 from sbroker.core import threads
-from sbroker.core.errors import ConversationNotFoundError, ConversationStateError
+from sbroker.core.errors import (
+    CommitConflictError,
+    ConversationNotFoundError,
+    ConversationStateError,
+)
 from sbroker.engine.api import BrokerAPI
 from sbroker.engine.transaction import Transaction
 
@@ -176,6 +180,7 @@ class Outcome:
     times: tuple[str, str] | None
     details: str | None = None  # the traceback of a failed task
     operation_ids: tuple[str, ...] = ()  # Spark Connect's, in place of job ids
+    session: int | None = None  # the broker session whose reader ran it (None: not run)
 
 
 def serve(broker: BrokerAPI, state: ExecutorState, worker: str, *, wait: float,
@@ -210,9 +215,19 @@ def serve(broker: BrokerAPI, state: ExecutorState, worker: str, *, wait: float,
         reader.close()
         state.count_reader(-1)
         if outcome is not None:
-            with broker.transaction() as tx:
-                _finish(broker, tx, outcome)
+            _record(broker, outcome)
     return handled
+
+
+def _record(broker: BrokerAPI, outcome: Outcome) -> None:
+    """Record an outcome (and send its AsyncDone) in a transaction of its own; once more if
+    its dialog ended before the commit (the AsyncDone then has no one to go to)."""
+    try:
+        with broker.transaction() as tx:
+            _finish(broker, tx, outcome)
+    except CommitConflictError:
+        with broker.transaction() as tx:
+            _finish(broker, tx, outcome)
 
 
 def serve_one(broker: BrokerAPI, state: ExecutorState, worker: str, *, wait: float) -> bool:
@@ -227,8 +242,7 @@ def serve_one(broker: BrokerAPI, state: ExecutorState, worker: str, *, wait: flo
             outcome = _run(broker, state, reader, msg, payload, None)
         finally:
             reader.close()
-        with broker.transaction() as tx:
-            _finish(broker, tx, outcome)
+        _record(broker, outcome)
     return True
 
 
@@ -252,7 +266,21 @@ def _fair_groups(broker: BrokerAPI, tx: Transaction, state: ExecutorState) -> li
 def _take(broker: BrokerAPI, state: ExecutorState, worker: str, outcome: Outcome | None, *,
           wait: float) -> tuple[m.Message, dict[str, Any] | None] | None:
     """One transaction: record ``outcome`` (if any), then take the next message fairly and
-    mark its task running.  None when no message came (the outcome is recorded anyway)."""
+    mark its task running.  None when no message came (the outcome is recorded anyway).
+    A task may outlive its dialog (its run recorded it timed out and ended): if the dialog
+    ended before the commit, the outcome is recorded alone and the take made again."""
+    if outcome is None:
+        return _take_next(broker, state, worker, None, wait=wait)
+    try:
+        return _take_next(broker, state, worker, outcome, wait=wait)
+    except CommitConflictError:
+        _record(broker, outcome)
+        return _take_next(broker, state, worker, None, wait=wait)
+
+
+def _take_next(broker: BrokerAPI, state: ExecutorState, worker: str,
+               outcome: Outcome | None, *,
+               wait: float) -> tuple[m.Message, dict[str, Any] | None] | None:
     got = None
     with broker.transaction() as tx:
         if outcome is not None:
@@ -335,7 +363,7 @@ def _run(broker: BrokerAPI, state: ExecutorState, reader: Reader[Execution], msg
     return Outcome(msg.conversation_handle, log_id, execution.status, execution.value,
                    execution.error, list(execution.spark_job_ids),
                    (execution.start_time.isoformat(), execution.end_time.isoformat()),
-                   execution.details, tuple(execution.operation_ids))
+                   execution.details, tuple(execution.operation_ids), broker.session_id)
 
 
 def _timeout(value: Any) -> float | None:
@@ -404,12 +432,15 @@ def _finish(broker: BrokerAPI, tx: Transaction, outcome: Outcome) -> None:
     details = outcome.details
     if details is not None and len(details) > MAX_DETAILS:
         details = "…" + details[-MAX_DETAILS:]  # the end names the error: keep it
-    tx.execute(
-        sql(broker).mark_finished,
-        (outcome.status, end, outcome.error, details,
-         spark_ids_json(outcome.job_ids, list(outcome.operation_ids)),
-         json.dumps(outcome.value), start or end, outcome.log_id),
-    )
+    row = (outcome.status, end, outcome.error, details,
+           spark_ids_json(outcome.job_ids, list(outcome.operation_ids)),
+           json.dumps(outcome.value), start or end, outcome.log_id)
+    if outcome.session is None:
+        tx.execute(sql(broker).mark_finished, row)
+    elif tx.execute(sql(broker).mark_ran, (*row, outcome.session)).rowcount != 1:
+        log.warning("task %s was reported failed while this executor ran it (its session was"
+                    " judged dead): its outcome here is dropped", outcome.log_id)
+        return
     # if the scheduler ended its dialog (it left), the row is all there is to record
     with contextlib.suppress(ConversationStateError, ConversationNotFoundError):
         tx.send(outcome.handle, schema.ASYNC_DONE, json.dumps({

@@ -8,7 +8,6 @@ its API already, and one that has not pays nothing."""
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 from sbroker.core.instrumentation import NO_INSTRUMENTATION, Instrumentation
 
@@ -28,14 +27,3 @@ def from_environment() -> Instrumentation:
 
     return OpenTelemetry(provider)
 
-
-def run_trace(instrumentation: Instrumentation, run_id: int, pipeline: str, *,
-              resumed: bool) -> Any:
-    """The spans of a pipeline run (a :class:`~.runs.RunTrace`) when ``instrumentation`` is
-    OpenTelemetry's, else None."""
-    otel = sys.modules.get("sbroker.apps.tracing.otel")
-    if otel is None or not isinstance(instrumentation, otel.OpenTelemetry):
-        return None
-    from sbroker.apps.tracing.runs import RunTrace
-
-    return RunTrace(instrumentation.tracer, run_id, pipeline, resumed=resumed)

@@ -9,45 +9,26 @@ gave this instrumentation to ``Broker.open``)."""
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Sequence
 from typing import Any, cast
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import (
-    Link,
-    NonRecordingSpan,
-    Span,
-    SpanContext,
-    SpanKind,
-    Status,
-    StatusCode,
-    TraceFlags,
-    Tracer,
-    TracerProvider,
-)
+from opentelemetry.trace import Link, Span, SpanKind, TracerProvider
 
-from sbroker.apps.scheduler.hooks import TaskHooks, TaskScope
+from sbroker.apps.scheduler.hooks import TaskHooks
+from sbroker.apps.tracing.spans import SYSTEM, fail, span_context, under
+from sbroker.apps.tracing.tasks import TaskSpans
 from sbroker.core.instrumentation import H, Instrumentation
 from sbroker.core.messages import Message
-from sbroker.core.traceparent import parse
 
-SYSTEM = "sbroker"
 _PRODUCER, _CONSUMER = SpanKind.PRODUCER, SpanKind.CONSUMER
 _HANDLE = "messaging.sbroker.conversation_handle"
 _GROUP = "messaging.sbroker.conversation_group_id"
 _COUNT = "messaging.batch.message_count"
-
-
-def span_context(traceparent: str | None) -> SpanContext | None:
-    """The remote span a ``traceparent`` names, or None (absent or malformed)."""
-    ids = parse(traceparent)
-    if ids is None:
-        return None
-    return SpanContext(ids[0], ids[1], True, TraceFlags(ids[2]))
 
 
 def _links(messages: Sequence[Message]) -> list[Link]:
@@ -62,18 +43,9 @@ def _links(messages: Sequence[Message]) -> list[Link]:
     return out
 
 
-def _under(sc: SpanContext) -> otel_context.Context:
-    """A context whose current span is the (remote) span ``sc``."""
-    return trace.set_span_in_context(NonRecordingSpan(sc))
-
-
 def _attrs(operation: str, destination: str) -> dict[str, Any]:
     return {"messaging.system": SYSTEM, "messaging.operation.name": operation,
             "messaging.operation.type": operation, "messaging.destination.name": destination}
-
-
-def _fail(span: Span, error: str) -> None:
-    span.set_status(Status(StatusCode.ERROR, error))
 
 
 class _PerThread(threading.local):
@@ -131,7 +103,7 @@ class OpenTelemetry(Instrumentation):
         first = messages[0]
         parent = None
         if links and not trace.get_current_span().get_span_context().is_valid:
-            parent = _under(links[0].context)
+            parent = under(links[0].context)
         self.tracer.start_span("receive", context=parent, kind=_CONSUMER, links=links,
                                start_time=before if isinstance(before, int) else None,
                                attributes={
@@ -149,7 +121,7 @@ class OpenTelemetry(Instrumentation):
         attrs[_HANDLE] = first.conversation_handle
         attrs[_GROUP] = first.conversation_group_id
         span = self.tracer.start_span(
-            "process", context=_under(links[0].context) if links else None, kind=_CONSUMER,
+            "process", context=under(links[0].context) if links else None, kind=_CONSUMER,
             links=links[1:], attributes=attrs)
         local = self._local
         local.span = span
@@ -164,7 +136,7 @@ class OpenTelemetry(Instrumentation):
         if span is not None:
             if error is not None:
                 span.record_exception(error)
-                _fail(span, str(error))
+                fail(span, str(error))
             span.end()
 
     def before_procedure(self, queue: str) -> None:
@@ -178,62 +150,14 @@ class OpenTelemetry(Instrumentation):
 
     # -- the apps' hooks -----------------------------------------------------------------
     def hooks(self, kind: type[H]) -> H | None:
-        """The scheduler's task spans."""
+        """The scheduler's task spans; a pipeline run's spans (a run listener)."""
         if kind is TaskHooks:
-            return cast(H, _TaskSpans(self.tracer))
+            return cast(H, TaskSpans(self.tracer))
+        pipeline = sys.modules.get("sbroker.apps.pipeline.listeners")  # loaded if it asks
+        if pipeline is not None and kind is pipeline.RunListener:
+            from sbroker.apps.tracing.runs import RunSpans
+
+            return cast(H, RunSpans(self.tracer))
         return None
 
 
-class _TaskSpans(TaskHooks):
-    """A ``task`` span around each scheduler task."""
-
-    def __init__(self, tracer: Tracer) -> None:
-        self.tracer = tracer
-
-    def task(self, trace_context: str | None, log_id: int, kind: str) -> TaskScope:
-        """Under the current span (the executor's ``process``), else in the trace of the
-        ``exec_async`` that sent it."""
-        parent = None
-        if not trace.get_current_span().get_span_context().is_valid:
-            sc = span_context(trace_context)
-            parent = _under(sc) if sc is not None else None
-        return _Task(self.tracer.start_span("task", context=parent, attributes={
-            "messaging.system": SYSTEM, "sbroker.task.log_id": log_id,
-            "sbroker.task.type": kind}))
-
-
-@contextmanager
-def current(span: Span | None) -> Iterator[None]:
-    """Make ``span`` the current span in this thread (None: nothing)."""
-    if span is None:
-        yield
-        return
-    token = otel_context.attach(trace.set_span_in_context(span))
-    try:
-        yield
-    finally:
-        otel_context.detach(token)
-
-
-class _Task(TaskScope):
-    """A scheduler task's span."""
-
-    def __init__(self, span: Span) -> None:
-        self.span = span
-
-    def current(self) -> AbstractContextManager[object]:
-        return current(self.span)
-
-    def ended(self, status: str, error: str | None, job_ids: Iterable[int] = (),
-              operation_ids: Iterable[str] = ()) -> None:
-        """The outcome, and one event per Spark job (or Spark Connect operation) the task
-        started, carrying its id."""
-        span = self.span
-        for job in job_ids:
-            span.add_event("spark.job", {"spark.job.id": int(job)})
-        for op in operation_ids:
-            span.add_event("spark.operation", {"spark.connect.operation_id": str(op)})
-        span.set_attribute("sbroker.task.status", status)
-        if status == "failed":
-            _fail(span, error or status)
-        span.end()

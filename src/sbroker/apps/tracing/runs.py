@@ -1,43 +1,23 @@
-"""The spans of a pipeline run (docs/tracing.md): the run is a root span, each task a child
-of it, each attempt a child of its task (current while the attempt is sent, so the
-executor's spans join it), and the wait before a retry a ``pipeline.retry_delay`` span
-between two attempts.  Imported only once tracing is on."""
+"""The spans of a pipeline run (docs/tracing.md), made by a run listener: the run is a root
+span, each task a child of it, each attempt a child of its task (current while the attempt
+is sent, so the executor's spans join it), and the wait before a retry a
+``pipeline.retry_delay`` span between two attempts.  Imported only once tracing is on and
+the pipeline runner asks for its listener."""
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from collections.abc import Iterator
 
-from opentelemetry import context as otel_context
-from opentelemetry import trace
-from opentelemetry.trace import Span, Status, StatusCode, Tracer
+from opentelemetry.trace import Span, Tracer
 
-from sbroker.apps.tracing.otel import SYSTEM, current
-
-
-def start_span(tracer: Tracer, name: str, parent: Span | None, attributes: dict[str, Any],
-               *, root: bool = False) -> Span:
-    """An internal span under ``parent``, the current span, or none (``root``)."""
-    ctx = trace.set_span_in_context(parent) if parent is not None else (
-        otel_context.Context() if root else None)
-    attrs: dict[str, Any] = {"messaging.system": SYSTEM}
-    attrs.update((k, v) for k, v in attributes.items() if v is not None)
-    return tracer.start_span(name, context=ctx, attributes=attrs)
-
-
-def end(span: Span | None, *, error: str | None = None, **attributes: Any) -> None:
-    """End ``span`` (None: nothing), with attributes and an error status when given."""
-    if span is None:
-        return
-    for key, value in attributes.items():
-        if value is not None:
-            span.set_attribute(key, value)
-    if error is not None:
-        span.set_status(Status(StatusCode.ERROR, error))
-    span.end()
+from sbroker.apps.pipeline.listeners import RunListener
+from sbroker.apps.pipeline.runstate import RunState, TaskState
+from sbroker.apps.tracing.spans import current, end, start_span
 
 
 class RunTrace:
-    """The spans of one pipeline run."""
+    """The open spans of one pipeline run."""
 
     def __init__(self, tracer: Tracer, run_id: int, pipeline: str, *, resumed: bool) -> None:
         self.tracer = tracer
@@ -47,8 +27,6 @@ class RunTrace:
         self.tasks: dict[str, Span] = {}
         self.attempts: dict[int, Span] = {}  # log id -> open attempt span
         self.delays: dict[str, Span] = {}  # task -> open retry delay span
-
-    current = staticmethod(current)  # make a span current in this thread
 
     def start_attempt(self, task: str, attempt: int) -> Span:
         """An attempt of ``task`` is about to be sent: its span (make it current for the
@@ -95,3 +73,47 @@ class RunTrace:
             self.task_ended(name, *tasks.get(name, ("unknown", None)))
         end(self.run, error=None if status == "succeeded" else status,
             **{"sbroker.run.status": status})
+
+
+class RunSpans(RunListener):
+    """A run listener that makes the run's spans, while the runner drives it."""
+
+    def __init__(self, tracer: Tracer) -> None:
+        self.tracer = tracer
+        self.trace: RunTrace | None = None
+        self._sending: dict[str, Span] = {}  # task -> the span of the attempt being sent
+
+    @contextlib.contextmanager
+    def driving(self, run: RunState) -> Iterator[None]:
+        trace = self.trace = RunTrace(self.tracer, run.run_id, run.pipeline.name,
+                                      resumed=run.resumed)
+        try:
+            with current(trace.run):
+                yield
+        finally:
+            trace.finish(run.status, {n: (t.status, t.error) for n, t in run.tasks.items()})
+            self.trace = None
+
+    @contextlib.contextmanager
+    def sending(self, run: RunState, task: TaskState) -> Iterator[None]:
+        if self.trace is None:
+            yield
+            return
+        span = self._sending[task.name] = self.trace.start_attempt(task.name, task.attempts)
+        with current(span):
+            yield
+
+    def task_started(self, run: RunState, task: TaskState) -> None:
+        span = self._sending.pop(task.name, None)
+        if self.trace is not None and span is not None and task.log_id is not None:
+            self.trace.sent(span, task.log_id)
+
+    def task_finished(self, run: RunState, task: TaskState) -> None:
+        trace = self.trace
+        if trace is None:
+            return
+        if task.ended is not None:
+            trace.attempt_ended(task.name, task.ended.log_id, task.ended.status,
+                                task.ended.error, task.ended.retry_in)
+        if task.status.ended:
+            trace.task_ended(task.name, task.status, task.error)
