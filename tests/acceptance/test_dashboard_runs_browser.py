@@ -1,6 +1,6 @@
 """The dashboard's page of durable pipeline runs in a real headless Chromium: a run's status
-and the time it is for, each task's attempts and retries on the timeline, the schedules with their next due time,
-and a running run cancelled with its button."""
+and the time it is for, each task's attempts and retries on the timeline, the schedules with
+their next due time, and a running run cancelled with its button."""
 
 from __future__ import annotations
 

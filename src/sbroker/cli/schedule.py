@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import signal
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 import click
@@ -123,7 +124,7 @@ def schedule_backfill(ctx: click.Context, name: str, start: str | None, end: str
     """Run schedule NAME's ticks in [--from, --to) again: one run each, in tick order (exit
     0 when every run succeeded, 1 otherwise)."""
     from sbroker.apps.pipeline.backfill import plan_backfill
-    from sbroker.apps.pipeline.command import check_targets
+    from sbroker.apps.pipeline.command import check_targets, spark_log_file, with_spark
     from sbroker.apps.pipeline.parser import PipelineError
     from sbroker.apps.pipeline.runner import pipeline_import_path
 
@@ -137,6 +138,8 @@ def schedule_backfill(ctx: click.Context, name: str, start: str | None, end: str
                                      parallel=int(parallel))
             with pipeline_import_path(backfill.pipeline):
                 check_targets(backfill.pipeline)
+            backfill.pipeline = with_spark(backfill.pipeline, None, None,
+                                           spark_log_file(backfill.pipeline.name))
         except PipelineError as exc:
             _usage(exc.message if exc.path is None else str(exc))
         if not backfill.ticks:
@@ -148,6 +151,9 @@ def schedule_backfill(ctx: click.Context, name: str, start: str | None, end: str
         with pipeline_import_path(backfill.pipeline), \
                 running_executor(b, backfill.pipeline, max(4, backfill.parallel), True):
             code = _drive(backfill)
+    log_file = backfill.pipeline.options.spark.log_file
+    if log_file and Path(log_file).exists():
+        click.echo(f"Spark's log: {log_file}")
     sys.exit(code)
 
 
