@@ -32,7 +32,7 @@ from sbroker.apps.sql import dicts, statements
 from sbroker.core.errors import BrokerError
 from sbroker.engine.api import BrokerAPI
 
-__all__ = ["REPROCESS", "Backfill", "TickResult", "plan_backfill"]
+__all__ = ["REPROCESS", "Backfill", "Claimed", "TickResult", "plan_backfill"]
 log = logging.getLogger("sbroker.pipeline")
 REPROCESS = ("none", "failed", "all")
 JOIN_SECONDS = 0.2  # the main thread's wait between looks (Ctrl-C is heard meanwhile)
@@ -56,6 +56,9 @@ class TickResult:
         return self.status not in ("skipped", "submitted")
 
 
+Claimed = tuple[DurableRunner, RunState] | TickResult  # a tick's run to drive, or why not
+
+
 @dataclass
 class Backfill:
     """A backfill of schedule ``name`` planned by ``plan_backfill``: its ``ticks`` (epoch
@@ -73,6 +76,7 @@ class Backfill:
     _active: set[int] = field(default_factory=set)
     _stopping: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _claiming: threading.Lock = field(default_factory=threading.Lock)
 
     def when(self, tick: float) -> str:
         """The ``scheduled_for`` of ``tick``."""
@@ -89,8 +93,7 @@ class Backfill:
             return f"its run {run_id} {status}"
         return None
 
-    def claim(self, tick: float, *,
-              driven: bool = True) -> tuple[DurableRunner, RunState] | TickResult:
+    def claim(self, tick: float, *, driven: bool = True) -> Claimed:
         """Take ``tick``: a new run of it, or its run started again (its lease held here
         when ``driven``, else left for the servers), or why not."""
         runner = DurableRunner(self.broker, self.pipeline, schedule=self.name)
@@ -166,40 +169,57 @@ class Backfill:
             raise
         return [results[i] for i in sorted(results)]
 
-    def _next(self, ticks: Iterator[tuple[int, float]]) -> tuple[int, float] | None:
-        with self._lock:
-            return None if self._stopping.is_set() else next(ticks, None)
-
-    def _work(self, ticks: Iterator[tuple[int, float]], results: dict[int, TickResult]) -> None:
-        while (item := self._next(ticks)) is not None:
+    def _take(self, ticks: Iterator[tuple[int, float]]) -> tuple[int, float, Claimed] | None:
+        """The next tick, claimed; ticks are claimed one at a time, in tick order, so that
+        their runs take their turns in tick order.  None once every tick was taken (or
+        Ctrl-C came)."""
+        with self._claiming:
+            with self._lock:
+                item = None if self._stopping.is_set() else next(ticks, None)
+            if item is None:
+                return None
             index, tick = item
             try:
-                result = self._run_tick(tick)
+                claimed = self.claim(tick)
             except Exception as exc:  # a database hiccup: the tick failed, the rest go on
                 log.exception("backfill %s: tick %s", self.name, self.when(tick))
-                result = TickResult(tick, self.when(tick), None, "failed", f"error: {exc}")
+                claimed = TickResult(tick, self.when(tick), None, "failed", f"error: {exc}")
+            if not isinstance(claimed, TickResult):
+                with self._lock:
+                    self._active.add(claimed[1].run_id)
+            return index, tick, claimed
+
+    def _work(self, ticks: Iterator[tuple[int, float]], results: dict[int, TickResult]) -> None:
+        while (item := self._take(ticks)) is not None:
+            index, tick, claimed = item
+            if isinstance(claimed, TickResult):
+                result = claimed
+            else:
+                try:
+                    result = self._drive(tick, *claimed)
+                except Exception as exc:
+                    log.exception("backfill %s: tick %s", self.name, self.when(tick))
+                    result = TickResult(tick, self.when(tick), claimed[1].run_id, "failed",
+                                        f"error: {exc}")
+                finally:
+                    with self._lock:
+                        self._active.discard(claimed[1].run_id)
             results[index] = result
             if self.on_end is not None:
                 self.on_end(result)
 
-    def _run_tick(self, tick: float) -> TickResult:
-        claimed = self.claim(tick)
-        if isinstance(claimed, TickResult):
-            return claimed
-        runner, state = claimed
-        with self._lock:
-            self._active.add(state.run_id)
-        try:
+    def _drive(self, tick: float, runner: DurableRunner, state: RunState) -> TickResult:
+        """Drive the run of ``tick`` (once its turn came) to its end."""
+        if self._stopping.is_set():  # Ctrl-C came while it was being claimed
+            with contextlib.suppress(PipelineError, BrokerError):
+                cancel_run(self.broker, state.run_id)
+        if wait_turn(runner, state, threading.Event()):
             if self.on_start is not None:
                 self.on_start(TickResult(tick, self.when(tick), state.run_id, "started"))
-            if wait_turn(runner, state, threading.Event()):
-                state = runner.drive(state)
-            status = str(state.status)
-            if state.lost:  # another process drives it now: follow it to its end
-                status = wait_run(self.broker, state.run_id) or str(RunStatus.FAILED)
-        finally:
-            with self._lock:
-                self._active.discard(state.run_id)
+            state = runner.drive(state)
+        status = str(state.status)
+        if state.lost:  # another process drives it now: follow it to its end
+            status = wait_run(self.broker, state.run_id) or str(RunStatus.FAILED)
         return TickResult(tick, self.when(tick), state.run_id, status)
 
 
