@@ -1,11 +1,17 @@
 """``sbroker schedule backfill NAME --from T1 --to T2 [--reprocess] [--parallel] [--submit]``
 as a user runs it (docs/pipelines.md, "Data intervals and backfills"): exit codes, the runs
-and the times they are for, and bad input as one line, exit 2, nothing started.  The
-Python tasks never touch Spark, so no JVM starts."""
+and the times they are for, SIGTERM (a real process), and bad input as one line, exit 2,
+nothing started.  The Python tasks never touch Spark, so no JVM starts."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -117,3 +123,50 @@ def test_submit_prints_the_ids_and_a_range_with_no_tick_says_so(daily: str) -> N
     code, out, err = cli("--db", daily, "schedule", "backfill", "daily", "--from",
                          "2026-02-01T03:00", "--to", "2026-02-02T01:00")
     assert code == 0 and out.startswith("backfill daily: no tick of the schedule"), err
+
+
+HOLD = '''
+import pathlib
+import threading
+
+
+def hold(spark, folder, day):
+    """Say it started, then run until the test releases it (bounded)."""
+    folder = pathlib.Path(folder)
+    (folder / "started").touch()
+    tick = threading.Event()
+    for _ in range(1200):
+        if (folder / "release").exists():
+            return day
+        tick.wait(0.05)
+    return "never released"
+'''
+
+
+def test_sigterm_cancels_the_runs_going_and_reprocess_failed_finishes(tmp_path: Path) -> None:
+    (tmp_path / "hold_tasks.py").write_text(HOLD)
+    path = tmp_path / "held.toml"
+    path.write_text(f'[pipeline]\nname = "held"\n[schedule]\nevery = "24h"\n[[task]]\n'
+                    f'name = "h"\npython = "hold_tasks:hold"\n'
+                    f'args = {{ folder = "{tmp_path}", day = "${{scheduled_date}}" }}\n')
+    db = str(tmp_path / "runs.db")
+    assert cli("--db", db, "schedule", "add", str(path))[0] == 0
+    week = ["--db", db, "schedule", "backfill", "held", "--from", "2026-01-01", "--to",
+            "2026-01-03"]
+    proc = subprocess.Popen([sys.executable, "-m", "sbroker.cli", *week], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    end = time.monotonic() + 60
+    while not (tmp_path / "started").exists():
+        assert proc.poll() is None and time.monotonic() < end, proc.communicate()
+        threading.Event().wait(0.05)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.stderr is not None
+    said = proc.stderr.readline()  # once the run is put away, before the executor stops
+    assert "interrupted; the runs going were cancelled" in said
+    (tmp_path / "release").touch()  # the task ignores cancel: let its reader go at once
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, (out, err)
+    assert [r["status"] for r in runs(db)] == ["cancelled"]  # the second tick never began
+    code, out, _ = cli(*week, "--reprocess", "failed")
+    assert code == 0 and "2 of 2 runs succeeded" in out, out
