@@ -7,11 +7,12 @@ brokers on one database stand for two servers ("hosts"); tasks go to StubRunners
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.helpers import started
 
 import sbroker
 from sbroker.apps.pipeline import (
@@ -34,24 +35,6 @@ from sbroker.apps.spark import StubRunner
 
 HOUR = 3600.0
 DAY = "2026-01-10"  # the backfilled day: hours 00:00 ... in UTC
-
-
-@pytest.fixture
-def stubs() -> list[StubRunner]:
-    return [StubRunner(), StubRunner()]
-
-
-@pytest.fixture
-def hosts(database: str, stubs: list[StubRunner]) -> Iterator[list[sbroker.Broker]]:
-    brokers = [sbroker.Broker.open(database) for _ in stubs]
-    for b, stub in zip(brokers, stubs, strict=True):
-        b.install_executor(max_queue_readers=4, runner=stub)
-        b.start()
-    try:
-        yield brokers
-    finally:
-        for b in brokers:
-            b.close()
 
 
 def _file(folder: Path, schedule: str, task: str = "when", name: str = "hourly") -> Path:
@@ -202,9 +185,7 @@ def test_reprocess_none_failed_and_all(hosts: list[sbroker.Broker], tmp_path: Pa
 
 def test_max_active_runs_bounds_the_runs_of_a_schedule(database: str, tmp_path: Path) -> None:
     stub = StubRunner()  # one executor: its peak of tasks at once is the runs' peak
-    with sbroker.Broker.open(database) as b:
-        b.install_executor(max_queue_readers=4, runner=stub)
-        b.start()
+    with started(database, stub) as b:
         for most in (1, 2):
             folder = tmp_path / str(most)
             folder.mkdir()
