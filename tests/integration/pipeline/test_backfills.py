@@ -25,7 +25,7 @@ from sbroker.apps.pipeline import (
     start_run,
     wait_run,
 )
-from sbroker.apps.pipeline.backfill import plan_backfill
+from sbroker.apps.pipeline.backfill import Backfill, plan_backfill
 from sbroker.apps.pipeline.intervals import format_time, next_after, parse_time, tick_key
 from sbroker.apps.pipeline.model import Schedule
 from sbroker.apps.pipeline.runner import DurableRunner
@@ -226,16 +226,34 @@ def test_the_live_schedule_and_a_backfill_reaching_a_tick_run_it_once(
     _schedule(hosts[0], tmp_path, 'every = "1h"\ncatchup = true\nmax_active_runs = 100')
     service = PipelineService(hosts[0])
     last = (hosts[0].clock.now() // HOUR) * HOUR  # the latest tick
-    for round_ in range(4):
-        tick = last - (round_ + 1) * HOUR
-        _fall_due(hosts[0], tick)
-        plan = plan_backfill(hosts[1], "hourly", format_time(tick, "UTC"),
+
+    def plan(tick: float) -> Backfill:
+        return plan_backfill(hosts[1], "hourly", format_time(tick, "UTC"),
                              format_time(tick + 1, "UTC"))
+
+    # one after the other: the second to come leaves the tick to the first
+    claimed = plan(last).claim(last)
+    assert isinstance(claimed, tuple)
+    _fall_due(hosts[0], last)
+    assert service.poll(3.0) == []
+    with hosts[0].transaction() as tx:
+        [(error,)] = tx.execute("SELECT Error FROM PipelineRuns WHERE Status = 'skipped'")\
+            .fetchall()
+    assert error == f"the tick has run {claimed[1].run_id} already"
+    _fall_due(hosts[0], last - HOUR)  # catch-up: the hour before runs, the last is skipped
+    [hour_before] = service.poll(3.0)
+    late = plan(last - HOUR).claim(last - HOUR)
+    assert not isinstance(late, tuple)
+    assert late.note == f"skipped: its run {hour_before.run_id} is running"
+    for round_ in range(2, 6):  # at once
+        tick = last - round_ * HOUR
+        _fall_due(hosts[0], tick)
+        backfill = plan(tick)
         fired, claimed = _at_once(lambda: service.poll(3.0),
-                                  lambda plan=plan, tick=tick: plan.claim(tick))
+                                  lambda backfill=backfill, tick=tick: backfill.claim(tick))
         runs = _runs_by_tick(hosts[0])[tick_key(tick)]
         assert len(runs) == 1, (round_, runs)
-        fired_it = any(s.scheduled_for == format_time(tick, "UTC") for s in fired)
+        fired_it = any(r.scheduled_for == format_time(tick, "UTC") for r in fired)
         assert fired_it != isinstance(claimed, tuple)  # one of the two has the tick
     assert all(len(runs) == 1 for runs in _runs_by_tick(hosts[0]).values())
 
