@@ -20,7 +20,7 @@ __all__ = ["RETRY_KEYS", "SCHEDULE_KEYS", "check_graph", "cycle_of", "parse_dura
            "parse_lease", "parse_retry", "parse_schedule", "parse_timeout"]
 
 RETRY_KEYS = {"retries", "retry_delay", "retry_backoff", "retry_max_delay", "timeout"}
-SCHEDULE_KEYS = {"every", "cron", "timezone", "catchup", "overlap"}
+SCHEDULE_KEYS = {"every", "cron", "timezone", "catchup", "overlap", "max_active_runs"}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)\s*$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 Error = Callable[[str, str | None], Exception]
@@ -81,7 +81,8 @@ def parse_lease(raw: Mapping[str, Any], error: Error) -> float:
 
 def parse_schedule(raw: Mapping[str, Any], error: Error) -> Schedule:
     """``[schedule]``: exactly one of ``every`` and ``cron`` (five fields), a known
-    ``timezone``, a boolean ``catchup``, ``overlap`` "skip" or "queue"."""
+    ``timezone``, a boolean ``catchup``, ``overlap`` "skip" or "queue", ``max_active_runs``
+    an integer >= 1."""
     if ("every" in raw) == ("cron" in raw):
         raise error("[schedule] needs exactly one of 'every' and 'cron'",
                     "cron" if "cron" in raw else None)
@@ -100,7 +101,11 @@ def parse_schedule(raw: Mapping[str, Any], error: Error) -> Schedule:
     overlap = raw.get("overlap", "skip")
     if overlap not in ("skip", "queue"):
         raise error(f"'overlap' must be \"skip\" or \"queue\", got {overlap!r}", "overlap")
-    return Schedule(every, cron, str(timezone), catchup, overlap)
+    most = raw.get("max_active_runs", 1)
+    if type(most) is not int or most < 1:
+        raise error(f"'max_active_runs' must be an integer >= 1, got {most!r}",
+                    "max_active_runs")
+    return Schedule(every, cron, str(timezone), catchup, overlap, most)
 
 
 def check_cron(cron: object, error: Error) -> str:
