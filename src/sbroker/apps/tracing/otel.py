@@ -104,13 +104,14 @@ class OpenTelemetry(Instrumentation):
         parent = None
         if links and not trace.get_current_span().get_span_context().is_valid:
             parent = under(links[0].context)
-        self.tracer.start_span("receive", context=parent, kind=_CONSUMER, links=links,
-                               start_time=before if isinstance(before, int) else None,
-                               attributes={
+        attrs: dict[str, Any] = {
             "messaging.system": SYSTEM, "messaging.operation.name": "receive",
             "messaging.operation.type": "receive", "messaging.destination.name": queue,
             _COUNT: len(messages), _HANDLE: first.conversation_handle,
-            _GROUP: first.conversation_group_id}).end()
+            _GROUP: first.conversation_group_id}
+        self.tracer.start_span("receive", context=parent, kind=_CONSUMER, links=links,
+                               start_time=before if isinstance(before, int) else None,
+                               attributes=attrs).end()
         if local.activated is not None:
             self._begin_process(local.activated, links, first)
 
