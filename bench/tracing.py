@@ -11,18 +11,23 @@ each round, so that a change of the machine's load hits all alike), and medians 
 - ``none``:      ``absent`` again, run last in each round: the spread between two runs of the
                  same code is the noise the others are judged by
 
-Figures are printed, never asserted.  ``--rounds``, ``--w1`` and ``--w4`` set the sizes.
+Each child also reports the process's CPU time per W1 message (all its threads: the writer
+and the span exporter too), which a loaded machine moves less than the rates.  Figures are
+printed, never asserted.  ``--rounds``, ``--w1`` and ``--w4`` set the sizes.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 MODES = ("main", "absent", "api", "provider", "none")
@@ -69,20 +74,28 @@ def child(mode: str, w1_n: int, w4_n: int) -> dict[str, float]:
 
     sizes = Sizes(w1=w1_n, w2=0, w3=0, w4=w4_n)
     out: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def cpu(phase: str) -> Iterator[None]:
+        start = time.process_time()
+        yield
+        out[f"W1 {phase} cpu"] = (time.process_time() - start) / w1_n * 1e6
+
     for name, workload in (("W1", w1), ("W4", w4)):
         system = Sbroker(None)  # type: ignore[arg-type] - SQLite needs no server
         with tempfile.TemporaryDirectory() as tmp:
             system.setup(Path(tmp), "normal")
             try:
-                figures = workload(system, sizes)
+                figures = workload(system, sizes, cpu) if workload is w1 else \
+                    workload(system, sizes)
             finally:
                 system.teardown()
         out.update({f"{name} {key}": value for key, value in figures.items()})
-    from sbroker.core import messages
-
-    out["traced"] = float("trace_context" in messages.Message.__dataclass_fields__ and
-                          sys.modules.get("sbroker.core.tracing") is not None and
-                          sys.modules["sbroker.core.tracing"].TRACER is not None)
+    # OpenTelemetry's instrumentation is imported only when a broker took it (main: the
+    # module-global tracer of the version before the instrumentation hooks)
+    old = sys.modules.get("sbroker.core.tracing")
+    out["traced"] = float("sbroker.apps.tracing.otel" in sys.modules or (
+        old is not None and getattr(old, "TRACER", None) is not None))
     return out
 
 
@@ -117,14 +130,22 @@ def main() -> None:
         for mode in order:
             runs[mode].append(_run_child(mode, args))
         print(f"round {r + 1}/{args.rounds} done, load {os.getloadavg()[0]:.2f}", flush=True)
-    keys = ["W1 send", "W1 receive", "W4 p50", "W4 p99"]
+    keys = ["W1 send", "W1 receive", "W4 p50", "W4 p99", "W1 send cpu", "W1 receive cpu"]
     print(f"\nW1 {args.w1:,} msgs, W4 {args.w4:,} msgs, SQLite durability=normal; medians of "
-          f"{args.rounds} paired rounds (W1 msgs/s, W4 ms); load average after: "
-          f"{os.getloadavg()}")
+          f"{args.rounds} paired rounds (W1 msgs/s, W4 ms, W1 CPU us/msg); load average "
+          f"after: {os.getloadavg()}")
     print(f"{'mode':<10}" + "".join(f"{k:>14}" for k in keys) + f"{'traced':>8}")
     for mode in modes:
         cells = "".join(f"{statistics.median(r[k] for r in runs[mode]):>14.2f}" for k in keys)
         print(f"{mode:<10}{cells}{int(runs[mode][0]['traced']):>8}")
+    base = {k: statistics.median(r[k] for r in runs["absent"]) for k in keys}
+    for mode in modes:
+        if mode != "absent":  # rates: higher is better; CPU: the ratio of absent's to this
+            ratios = ", ".join(f"{k} {statistics.median(r[k] for r in runs[mode]) / base[k]:.2f}x"
+                               if "cpu" not in k else
+                               f"{k} {base[k] / statistics.median(r[k] for r in runs[mode]):.2f}x"
+                               for k in keys if k.startswith("W1"))
+            print(f"{mode} / absent: {ratios}")
 
 
 if __name__ == "__main__":

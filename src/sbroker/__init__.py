@@ -28,6 +28,7 @@ from sbroker.core.errors import (
     QueueStreamedError,
     TransactionStateError,
 )
+from sbroker.core.instrumentation import Instrumentation
 from sbroker.core.messages import (
     DIALOG_TIMER,
     END_DIALOG,
@@ -56,6 +57,7 @@ __all__ = [
     "DatabaseError",
     "DuplicateError",
     "FakeClock",
+    "Instrumentation",
     "InvalidArgumentError",
     "Message",
     "NotFoundError",

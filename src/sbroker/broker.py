@@ -9,11 +9,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from sbroker.apps.tracing import from_environment
 from sbroker.core import messages as m
-from sbroker.core import tracing
 from sbroker.core.catalog import Activation, Catalog
 from sbroker.core.clock import SYSTEM_CLOCK, Clock
 from sbroker.core.errors import DatabaseError, InvalidArgumentError
+from sbroker.core.instrumentation import NO_INSTRUMENTATION, Instrumentation
 from sbroker.core.priority import ANY
 from sbroker.engine import catalog as ddl
 from sbroker.engine import definitions, streams
@@ -27,7 +28,8 @@ from sbroker.storage.ports import Connection, Store
 from sbroker.storage.sqlite.connector import parse_target
 from sbroker.storage.sqlite.store import SqliteStore
 
-_OPTIONS = ("durability", "clock", "start", "monitor_interval", "anti_replay_seconds", "create")
+_OPTIONS = ("durability", "clock", "start", "monitor_interval", "anti_replay_seconds", "create",
+            "instrumentation")
 
 
 def _check_path(path: Path, *, create: bool) -> None:
@@ -74,11 +76,13 @@ class Broker:
     """An open broker database.  Use :meth:`open`; close it (or use ``with``) when done."""
 
     def __init__(self, store: Store, *, clock: Clock, monitor_interval: float,
-                 anti_replay_seconds: float) -> None:
+                 anti_replay_seconds: float,
+                 instrumentation: Instrumentation = NO_INSTRUMENTATION) -> None:
         self.store = store
         self.clock = clock
         self.monitor_interval = monitor_interval
-        self.engine = Engine(store, clock=clock, anti_replay=anti_replay_seconds)
+        self.engine = Engine(store, clock=clock, anti_replay=anti_replay_seconds,
+                             instrumentation=instrumentation)
         self._timers = TimerService(self.engine)
         self._activation = ActivationService(self.engine, self, monitor_interval)
         self.network = NetworkService(self.engine)
@@ -96,7 +100,10 @@ class Broker:
         Options: ``durability`` ("normal" WAL default, or "full" to fsync each commit),
         ``clock`` (an injectable clock), ``start`` (start the background services),
         ``monitor_interval`` (seconds, default 5), ``anti_replay_seconds`` (default 1800),
-        ``create`` (default True; False refuses a database that does not exist yet).
+        ``create`` (default True; False refuses a database that does not exist yet),
+        ``instrumentation`` (the hooks tracing and metrics watch the broker by: by default
+        OpenTelemetry's when the application set a tracer provider, else none; see
+        docs/tracing.md).
         """
         unknown = sorted(set(options) - set(_OPTIONS))
         if unknown:
@@ -106,7 +113,11 @@ class Broker:
         interval = options.get("monitor_interval", 5.0)
         if isinstance(interval, bool) or not isinstance(interval, (int, float)) or interval <= 0:
             raise InvalidArgumentError("monitor_interval must be a number of seconds > 0")
-        tracing.resolve()  # on when the application set a tracer provider (SPEC §15)
+        instrumentation = options.get("instrumentation") or from_environment()
+        if not isinstance(instrumentation, Instrumentation):
+            raise InvalidArgumentError(
+                "instrumentation must be an sbroker.Instrumentation (its hooks), got "
+                f"{type(instrumentation).__name__}")
         store = open_store(target, durability=options.get("durability", "normal"),
                            create=bool(options.get("create", True)))
         try:
@@ -114,6 +125,7 @@ class Broker:
                 store, clock=options.get("clock") or SYSTEM_CLOCK,
                 monitor_interval=float(interval),
                 anti_replay_seconds=float(options.get("anti_replay_seconds", 1800)),
+                instrumentation=instrumentation,
             )
         except BaseException:
             store.close()
@@ -157,6 +169,11 @@ class Broker:
     @property
     def started(self) -> bool:
         return self._started
+
+    @property
+    def instrumentation(self) -> Instrumentation:
+        """The hooks tracing and metrics watch this broker by (docs/tracing.md)."""
+        return self.engine.instrumentation
 
     @property
     def activation(self) -> ActivationService:

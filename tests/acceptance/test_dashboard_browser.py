@@ -17,7 +17,7 @@ from support.otel import traced
 import sbroker
 from sbroker.apps.dashboard import DashboardServer
 from sbroker.apps.dashboard.demo import fill, talk
-from sbroker.core import tracing
+from sbroker.core.traceparent import trace_id
 from tools.screenshots import CHROMIUM, PAGES
 
 pytestmark = pytest.mark.browser
@@ -142,11 +142,12 @@ def test_the_gantt_chart_of_a_finished_pipeline_shows_its_stages(
 
 
 def test_a_traced_message_links_its_trace_id_to_the_trace_viewer(
-        demo: sbroker.Broker, page: Page, errors: list[str]) -> None:
-    with traced():
-        talk(demo, conversations=1, messages=1, queue="Traced")
+        demo: sbroker.Broker, tmp_path: Path, page: Page, errors: list[str]) -> None:
+    with traced() as t, sbroker.Broker.open(tmp_path / "demo.db",
+                                            instrumentation=t.instrumentation) as traced_demo:
+        talk(traced_demo, conversations=1, messages=1, queue="Traced")  # a traced process
     (msg,) = demo.peek("Traced")
-    tid = tracing.trace_id(msg.trace_context)
+    tid = trace_id(msg.trace_context)
     assert tid is not None
     with DashboardServer(demo, port=0, trace_url="http://viewer.test/t/{trace_id}") as server:
         page.goto(server.url + "/queues/Traced")

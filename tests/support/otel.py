@@ -1,6 +1,7 @@
-"""Tracing in tests: an SDK tracer provider with an in-memory exporter, handed to sbroker
-with ``tracing.use`` (not the process-wide provider, which could never be unset), and the
-finished spans as a tree a test can compare."""
+"""Tracing in tests: an SDK tracer provider with an in-memory exporter, handed to a broker as
+its instrumentation (``Broker.open(..., instrumentation=t.instrumentation)``; not the
+process-wide provider, which could never be unset), and the finished spans as a tree a test
+can compare."""
 
 from __future__ import annotations
 
@@ -13,14 +14,16 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from sbroker.core import tracing
+from sbroker.apps.tracing.otel import OpenTelemetry
 
 
 @dataclass
 class Traced:
-    """The exporter sbroker's spans go to, and the application's tracer beside it."""
+    """The exporter sbroker's spans go to, the instrumentation that makes them (give it to
+    ``Broker.open``), and the application's tracer beside it."""
 
     exporter: InMemorySpanExporter
+    instrumentation: OpenTelemetry
     tracer: Any
 
     def spans(self) -> tuple[ReadableSpan, ...]:
@@ -29,15 +32,14 @@ class Traced:
 
 @contextmanager
 def traced() -> Iterator[Traced]:
-    """sbroker traces into an in-memory exporter until the block ends."""
+    """Brokers opened with ``instrumentation=t.instrumentation`` trace into an in-memory
+    exporter; the provider shuts down when the block ends."""
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.use(provider)
     try:
-        yield Traced(exporter, provider.get_tracer("app"))
+        yield Traced(exporter, OpenTelemetry(provider), provider.get_tracer("app"))
     finally:
-        tracing.use(None)
         provider.shutdown()
 
 

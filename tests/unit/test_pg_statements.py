@@ -54,13 +54,16 @@ def test_anything_else_is_left_to_psycopg(sql: str, params: tuple[object, ...]) 
     assert render(sql, params) is None
 
 
+TRACE = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
 def test_the_rows_of_many_direct_sends_are_the_json_the_function_reads() -> None:
     odd = 'type "quoted" \\ é'
     sends = [Direct(7, "H1", 9, 2, "DEFAULT", "N", b"ab", "ID-1"),
              Direct(8, "H2", 10, 3, odd, "X", b"", "ID-2"),
-             Direct(7, "H1", 9, 2, "DEFAULT", "N", b"cde", "ID-3")]
+             Direct(7, "H1", 9, 2, "DEFAULT", "N", b"cde", "ID-3", TRACE)]
     rows, bodies = _rows(sends)
-    assert json.loads(rows) == [[7, 9, "DEFAULT", "N", "ID-1", 1, 2],
-                                [8, 10, odd, "X", "ID-2", 3, 0],
-                                [7, 9, "DEFAULT", "N", "ID-3", 3, 3]]
+    assert json.loads(rows) == [[7, 9, "DEFAULT", "N", "ID-1", 1, 2, None],
+                                [8, 10, odd, "X", "ID-2", 3, 0, None],
+                                [7, 9, "DEFAULT", "N", "ID-3", 3, 3, TRACE]]
     assert bodies == b"abcde"

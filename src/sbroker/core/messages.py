@@ -109,7 +109,7 @@ class Message:
     message_body: bytes
     message_id: str
     message_enqueue_time: float = 0.0  # seconds since the epoch, on the broker's clock
-    # The W3C ``traceparent`` of the SEND that made the message (SPEC §15), or None.
+    # The W3C ``traceparent`` of the SEND that made the message (docs/tracing.md), or None.
     trace_context: str | None = None
 
     def text(self) -> str:

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from sbroker.core import messages as m
 from sbroker.core.catalog import Activation, Catalog
 from sbroker.core.clock import Clock
+from sbroker.core.instrumentation import Instrumentation
 from sbroker.engine.endpoints import Context, Endpoint
 from sbroker.engine.listeners import Listeners
 from sbroker.engine.notify import Notifier
@@ -37,6 +38,7 @@ class EngineAPI(Protocol):
     notifier: Notifier
     procedures: dict[str, Callable[..., Any] | str]
     closed: bool
+    instrumentation: Instrumentation
 
     def catalog(self, conn: Connection | None = None, *, max_age: float = 0.0) -> Catalog: ...
 
@@ -79,6 +81,11 @@ class BrokerAPI(Protocol):
 
     @property
     def started(self) -> bool: ...
+
+    @property
+    def instrumentation(self) -> Instrumentation:
+        """The hooks tracing and metrics watch this broker by (docs/tracing.md)."""
+        ...
 
     def transaction(self) -> Transaction: ...
 

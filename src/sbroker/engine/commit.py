@@ -15,22 +15,21 @@ from sbroker.engine.ops import Begin, End, Move, Op, Send, Timer
 from sbroker.storage.ports import Direct, SendPath
 
 
-def senders(ops: list[Op], eps: dict[str, Endpoint]) -> tuple[dict[str, int], int, bool]:
+def senders(ops: list[Op], eps: dict[str, Endpoint]) -> tuple[dict[str, int], int]:
     """The conversations a transaction that only SENDs sends on, each once, with their rowid
     as the transaction saw it (else {}): COMMIT reads their rows in one statement; with how
-    many messages they send, and whether one is traced."""
+    many messages they send."""
     seen: dict[str, int] = {}
-    count, traced = 0, False
+    count = 0
     for op in ops:
         if type(op) is not Send:
-            return {}, 0, False
+            return {}, 0
         handles = op.handles
         count += len(handles)
-        traced = traced or op.trace is not None
         for handle in handles:
             if handle not in seen:
                 seen[handle] = eps[handle].conv_order or 0
-    return seen, count, traced
+    return seen, count
 
 
 def conversations(ops: list[Op], eps: dict[str, Endpoint]) -> list[str]:
@@ -61,9 +60,7 @@ class Commit:
         self._ops = ops
         self._eps = eps
         self.alone = alone  # the commit does nothing but its SENDs
-        self._sent, count, traced = senders(ops, eps)
-        # A traced SEND stores its context the ordinary way (the direct statements carry none).
-        self._count = count if self._sent and not traced else 0
+        self._sent, self._count = senders(ops, eps)
         # Whether an operation sets a timer or begins a dialog (the timer service looks
         # again), and whether one ends or moves a conversation (its snapshot is forgotten).
         self.timers = self.others = False
@@ -157,12 +154,11 @@ def apply_ops(ctx: Context, ops: list[Op], eps: dict[str, Endpoint]) -> None:
     send = dialogs.send_user_message
     for op in ops:
         if type(op) is Send:  # the common case first, unpacked as the tuple it is
-            handles, mtype, body, ctx.trace = op
+            handles, mtype, body, trace = op
             for handle in handles:
-                send(ctx, handle, mtype, body)
+                send(ctx, handle, mtype, body, trace)
             continue
         dialogs.flush(ctx)  # SENDs numbered in memory are written before anything else
-        ctx.trace = None
         match op:
             case Begin(endpoint):
                 insert_endpoint(ctx, replace(endpoint))

@@ -109,7 +109,7 @@ def direct_sends(ctx: Context, path: SendPath, ops: list[Op], eps: dict[str, End
     for op in ops:
         if type(op) is not Send:
             return None
-        mtype, body = op.message_type, op.body
+        _, mtype, body, trace = op
         mt = types.get(mtype)
         if mt is None or mtype in m.SYSTEM_MESSAGE_TYPES or mt.check(body) is not None:
             return None
@@ -126,7 +126,7 @@ def direct_sends(ctx: Context, path: SendPath, ops: list[Op], eps: dict[str, End
             if not ok:
                 return None
             append(Direct(ep.conv_order, handle, peer[0], peer[1], mtype, code, body,
-                          new_id()))
+                          new_id(), trace))
     return out
 
 def _is_touched(ctx: Context, handle: str, peer: object) -> bool:
@@ -168,7 +168,7 @@ def _write_seqs(ctx: Context) -> None:
         ctx.conn.executemany(ctx.conn.sql.set_send_seq, list(sending.seqs.values()))
         sending.seqs.clear()
 
-def _send_fast(ctx: Context, fast: Fast, mtype: str, body: bytes) -> bool:
+def _send_fast(ctx: Context, fast: Fast, mtype: str, body: bytes, trace: str | None) -> bool:
     """Number the message in memory and batch its queue row; False (nothing done) when its
     body is invalid: the ordinary path then produces the Error."""
     mt = ctx.catalog.message_types.get(mtype)
@@ -177,14 +177,16 @@ def _send_fast(ctx: Context, fast: Fast, mtype: str, body: bytes) -> bool:
     queue_id, group_id, peer, conv_order, priority, service, contract = fast.peer
     ctx.rows.append((
         queue_id, group_id, peer, conv_order, fast.seq, 1, priority, 0, mtype,
-        mt.validation_code, body, m.new_id(), service, contract, ctx.now, ctx.trace,
+        mt.validation_code, body, m.new_id(), service, contract, ctx.now, trace,
     ))
     fast.seq += 1
     ctx.ready_queues.add(queue_id)
     return True
 
-def send_user_message(ctx: Context, handle: str, mtype: str, body: bytes) -> None:
-    """SEND at commit: allocate the sequence number and move SO/SI to CO in one statement.
+def send_user_message(ctx: Context, handle: str, mtype: str, body: bytes,
+                      trace: str | None = None) -> None:
+    """SEND at commit: allocate the sequence number and move SO/SI to CO in one statement
+    (``trace``: the trace context the message carries).
 
     A message that goes straight into a local peer's queue (both ends in CO) is numbered in
     memory and inserted in one ``executemany`` at :func:`flush` with the others — the peer
@@ -197,7 +199,7 @@ def send_user_message(ctx: Context, handle: str, mtype: str, body: bytes) -> Non
     if fast is None and sending.ready and mtype not in m.SYSTEM_MESSAGE_TYPES:
         fast = _take_ready(ctx, handle)
     if fast is not None:
-        if _send_fast(ctx, fast, mtype, body):
+        if _send_fast(ctx, fast, mtype, body, trace):
             return
         flush(ctx)
     ep, prefetched = _sender(ctx, handle)
@@ -209,7 +211,7 @@ def send_user_message(ctx: Context, handle: str, mtype: str, body: bytes) -> Non
         ep.state = _CO
         save_state(ctx, ep)
     sending.last_peer = None
-    _route(ctx, ep, msn, mtype, body, prefetched=prefetched)
+    _route(ctx, ep, msn, mtype, body, prefetched=prefetched, trace=trace)
     last = sending.delivered_to()
     if last is not None and last.state == _CO and last.conv_order is not None:
         queue = ctx.catalog.queues_by_id.get(ep.queue_id)
@@ -252,13 +254,15 @@ def flush(ctx: Context) -> None:
 _UNLOADED = object()
 
 def _route(ctx: Context, ep: Endpoint, msn: int, mtype: str, body: bytes, *,
-           prefetched: tuple[bool, Endpoint | None] | None = None) -> None:
+           prefetched: tuple[bool, Endpoint | None] | None = None,
+           trace: str | None = None) -> None:
     """Deliver locally, or leave the message in the transmission queue.  ``prefetched``:
-    (messages waiting in the transmission queue, peer endpoint) when the caller read them."""
+    (messages waiting in the transmission queue, peer endpoint) when the caller read them;
+    ``trace``: the trace context the message carries."""
     message_id = m.new_id()
     queue = ctx.catalog.queues_by_id.get(ep.queue_id)
     if queue is not None and queue.retention and mtype not in m.SYSTEM_MESSAGE_TYPES:
-        enqueue(ctx, ep, msn, mtype, body, message_id, status=3)
+        enqueue(ctx, ep, msn, mtype, body, message_id, status=3, trace=trace)
     if is_local(ctx, ep):
         if prefetched is None:
             row = ctx.conn.query_one(ctx.conn.sql.peer_and_pending,
@@ -267,24 +271,24 @@ def _route(ctx: Context, ep: Endpoint, msn: int, mtype: str, body: bytes, *,
             prefetched = (bool(row[0]), from_row(row[1:]) if row[1] is not None else None)
         pending, peer = prefetched
         if not pending:
-            status = deliver_local(ctx, ep, msn, mtype, body, message_id, peer=peer)
+            status = deliver_local(ctx, ep, msn, mtype, body, message_id, peer=peer,
+                                   trace=trace)
             if status is None:
                 return
         else:
             status = "waiting behind earlier messages of this conversation"
     else:
         status = "" if has_route(ctx, ep) else STATUS_NO_ROUTE
-    _to_transmission_queue(ctx, ep, msn, mtype, body, message_id, status)
+    _to_transmission_queue(ctx, ep, msn, mtype, body, message_id, status, trace)
 
-def _to_transmission_queue(
-    ctx: Context, ep: Endpoint, msn: int, mtype: str, body: bytes, message_id: str, status: str
-) -> None:
+def _to_transmission_queue(ctx: Context, ep: Endpoint, msn: int, mtype: str, body: bytes,
+                           message_id: str, status: str, trace: str | None) -> None:
     priority = ep.priority  # shown as is; the transmitter sends all as 5 unless honored
     ctx.conn.execute(
         ctx.conn.sql.insert_transmission,
         (ep.handle, ep.conversation_id, int(ep.is_initiator), ep.service, ep.far_service,
          ep.far_broker_instance, ep.contract, mtype, msn, body, priority, message_id, ctx.now,
-         status, int(mtype in (m.END_DIALOG, m.ERROR)), ctx.trace),
+         status, int(mtype in (m.END_DIALOG, m.ERROR)), trace),
     )
     ctx.tq_changed = True
 
@@ -311,9 +315,10 @@ def _create_target(ctx: Context, sender: Endpoint) -> Endpoint | str:
 
 def deliver_local(
     ctx: Context, sender: Endpoint, msn: int, mtype: str, body: bytes, message_id: str,
-    *, peer: Endpoint | None | object = _UNLOADED,
+    *, peer: Endpoint | None | object = _UNLOADED, trace: str | None = None,
 ) -> str | None:
-    """Deliver to the peer endpoint in this database; a transmission status if it must wait."""
+    """Deliver to the peer endpoint in this database; a transmission status if it must wait
+    (``trace``: the trace context the message carries)."""
     target_service = ctx.catalog.services[sender.far_service]
     queue = ctx.catalog.queues_by_id[target_service.queue_id]
     if not queue.status:
@@ -354,7 +359,7 @@ def deliver_local(
         save_state(ctx, peer)
     if Effect.ENQUEUE in effects:
         user = mtype not in m.SYSTEM_MESSAGE_TYPES
-        enqueue(ctx, peer, msn, mtype, body, message_id, defer=user)
+        enqueue(ctx, peer, msn, mtype, body, message_id, defer=user, trace=trace)
         if user:
             ctx.sending.last_peer = peer
     if Effect.CLOSE in effects:
@@ -428,17 +433,17 @@ def drop_pending(ctx: Context, ep: Endpoint) -> None:
     else:
         ctx.conn.execute(ctx.conn.sql.drop_pending_transmissions, (m.DROPPED, ep.handle))
 
-def apply_incoming(
-    ctx: Context, ep: Endpoint, msn: int, mtype: str, body: bytes, message_id: str
-) -> None:
+def apply_incoming(ctx: Context, ep: Endpoint, msn: int, mtype: str, body: bytes,
+                   message_id: str, trace: str | None = None) -> None:
     """A message from a remote peer, in order, for local endpoint ``ep`` (already checked):
-    the state transition, receive_seq (always written), the queue row, the close."""
+    the state transition, receive_seq (always written), the queue row (with the ``trace``
+    context it came with), the close."""
     event = {m.END_DIALOG: Event.PEER_END, m.ERROR: Event.PEER_ERROR}.get(mtype, Event.MESSAGE_IN)
     state, effects = transition(ep.state, event)
     ep.state = state.value
     ep.receive_seq = max(ep.receive_seq, msn + 1)
     save_state(ctx, ep)
     if Effect.ENQUEUE in effects:
-        enqueue(ctx, ep, msn, mtype, body, message_id)
+        enqueue(ctx, ep, msn, mtype, body, message_id, trace=trace)
     if Effect.CLOSE in effects:
         close(ctx, ep)

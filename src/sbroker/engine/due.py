@@ -54,7 +54,7 @@ def redeliver_waiting(ctx: Context) -> int:
     blocked: set[str] = set()
     sql = ctx.conn.sql
     rows = ctx.conn.query_all(sql.waiting_transmissions)
-    for tq_id, handle, msn, mtype, body, message_id, ctx.trace in rows:
+    for tq_id, handle, msn, mtype, body, message_id, trace in rows:
         if handle in blocked:
             continue
         ep = load_endpoint(ctx.conn, handle)
@@ -64,7 +64,7 @@ def redeliver_waiting(ctx: Context) -> int:
         if not is_local(ctx, ep):
             blocked.add(handle)
             continue
-        status = deliver_local(ctx, ep, msn, mtype, body, message_id)
+        status = deliver_local(ctx, ep, msn, mtype, body, message_id, trace=trace)
         if status is None:
             ctx.conn.execute(sql.delete_transmission, (tq_id,))
             delivered += 1
@@ -72,5 +72,4 @@ def redeliver_waiting(ctx: Context) -> int:
             ctx.conn.execute(sql.set_transmission_status, (status, tq_id))
             blocked.add(handle)
     flush(ctx)
-    ctx.trace = None
     return delivered

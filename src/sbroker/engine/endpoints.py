@@ -126,8 +126,6 @@ class Context:
     rows: list[tuple[object, ...]] = field(default_factory=list)
     changed: set[str] = field(default_factory=set)
     sending: Sending = field(default_factory=Sending)
-    # The traceparent the messages written now carry (the SEND's, or a received message's).
-    trace: str | None = None
 
 def insert_endpoint(ctx: Context, ep: Endpoint) -> None:
     row = ctx.conn.query_one(ctx.conn.sql.insert_endpoint, astuple(ep)[1:])
@@ -141,14 +139,15 @@ def save_state(ctx: Context, ep: Endpoint) -> None:
 
 def enqueue(
     ctx: Context, ep: Endpoint, msn: int, mtype: str, body: bytes, message_id: str,
-    *, status: int = 1, is_timer: bool = False, defer: bool = False,
+    *, status: int = 1, is_timer: bool = False, defer: bool = False, trace: str | None = None,
 ) -> None:
-    """Insert a queue row (``defer``: batched until :func:`flush`, same commit)."""
+    """Insert a queue row (``defer``: batched until :func:`flush`, same commit; ``trace``:
+    the trace context of the SEND that made the message)."""
     validation = ctx.catalog.message_types[mtype].validation_code if (
         mtype in ctx.catalog.message_types) else "N"
     row = (ep.queue_id, ep.group_id, ep.handle, ep.conv_order, msn, status, ep.priority,
            int(is_timer), mtype, validation, body, message_id, ep.service, ep.contract,
-           ctx.now, ctx.trace)
+           ctx.now, trace)
     if defer:
         ctx.rows.append(row)
     else:

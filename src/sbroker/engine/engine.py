@@ -13,6 +13,7 @@ from sbroker.core import messages as m
 from sbroker.core.catalog import Catalog
 from sbroker.core.clock import Clock
 from sbroker.core.errors import BrokerError, InvalidArgumentError
+from sbroker.core.instrumentation import NO_INSTRUMENTATION, Instrumentation
 from sbroker.engine import due, events
 from sbroker.engine.abandon import Abandoned
 from sbroker.engine.catalog import CatalogCache
@@ -33,10 +34,12 @@ CATALOG_MAX_AGE = 0.05  # seconds a statement trusts the catalog snapshot withou
 class Engine:
     """Everything a broker transaction and the services need, for one open database."""
 
-    def __init__(self, store: Store, *, clock: Clock, anti_replay: float) -> None:
+    def __init__(self, store: Store, *, clock: Clock, anti_replay: float,
+                 instrumentation: Instrumentation = NO_INSTRUMENTATION) -> None:
         self.store = store
         self.clock = clock
         self.anti_replay = anti_replay
+        self.instrumentation = instrumentation  # the hooks tracing and metrics watch by
         self.listeners = Listeners()
         self.catalogs = CatalogCache(clock)
         self.views = Views(store)

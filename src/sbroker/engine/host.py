@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from sbroker.core.catalog import Catalog
 from sbroker.core.clock import Clock
+from sbroker.core.instrumentation import Instrumentation
 from sbroker.engine.abandon import Abandoned
 from sbroker.engine.catalog import CatalogCache
 from sbroker.engine.endpoints import Endpoint
@@ -30,6 +31,7 @@ class Host(Protocol):
     notifier: Notifier
     abandoned: Abandoned
     endpoint_cache: dict[str, tuple[Any, ...]]
+    instrumentation: Instrumentation
 
     def catalog(self, conn: Connection | None = None, *, max_age: float = 0.0) -> Catalog: ...
 

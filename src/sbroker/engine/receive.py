@@ -9,7 +9,6 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from sbroker.core import messages as m
-from sbroker.core import tracing
 from sbroker.core.catalog import Catalog, Queue
 from sbroker.core.errors import (
     ConversationNotFoundError,
@@ -86,13 +85,13 @@ class Receiving:
             raise InvalidArgumentError(f"top must be an int >= 0 or None, got {top!r}")
         if top == 0:
             return []
-        tracer = tracing.TRACER
-        start = 0 if tracer is None else tracing.before_receive()
+        hooks = self._engine.instrumentation
+        before = hooks.before_receive(queue)
         msgs = self._wait_for(queue, timeout, conversation_handle, conversation_group_id,
                               lambda q, group, handle, probing:
                               self._take(q, group, handle, top, probing))
-        if msgs and tracer is not None:
-            tracing.receive(tracer, queue, msgs, start)
+        if msgs:
+            hooks.after_receive(queue, msgs, before)
         return msgs
 
     def ready_groups(self, queue: str) -> list[tuple[str, int, int, str]]:

@@ -18,7 +18,6 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from sbroker.core import messages as m
-from sbroker.core import tracing
 from sbroker.core.catalog import Catalog
 from sbroker.core.conversation import AFTER_SEND, Event, State, transition
 from sbroker.core.errors import (
@@ -270,16 +269,17 @@ class Transaction(Receiving):
             ep = self._endpoint(handles[0])
             _check_send(cat, ep, message_type)
             ep.state = AFTER_SEND[ep.state]
-            self._ops.append(Send((ep.handle,), message_type, data, None
-                                  if tracing.TRACER is None else _send_span([ep], message_type)))
-            return
-        eps = [self._endpoint(h) for h in handles]
-        for ep in eps:
-            _check_send(cat, ep, message_type)
-        for ep in eps:
-            ep.state = AFTER_SEND[ep.state]
-        self._ops.append(Send(tuple(ep.handle for ep in eps), message_type, data, None
-                              if tracing.TRACER is None else _send_span(eps, message_type)))
+            sent: tuple[str, ...] = (ep.handle,)
+        else:
+            eps = [self._endpoint(h) for h in handles]
+            for ep in eps:
+                _check_send(cat, ep, message_type)
+            for ep in eps:
+                ep.state = AFTER_SEND[ep.state]
+            ep, sent = eps[0], tuple(ep.handle for ep in eps)
+        trace = self._engine.instrumentation.send(message_type, ep.far_service,
+                                                  ep.conversation_id, ep.group_id, sent)
+        self._ops.append(Send(sent, message_type, data, trace))
 
     def end_conversation(self, handle: object, *, error: int | None = None,
                          description: str | None = None, cleanup: bool = False) -> None:
@@ -476,9 +476,3 @@ def _check_send(cat: Catalog, ep: Endpoint, message_type: str) -> None:
 
 __all__ = ["Rows", "Transaction", "dialogs"]
 
-
-def _send_span(eps: list[Endpoint], message_type: str) -> str | None:
-    """The ``send`` span of a SEND (tracing on): the traceparent its messages carry."""
-    ep = eps[0]
-    return tracing.send(tracing.TRACER, ep.far_service, [e.handle for e in eps],
-                        ep.conversation_id, ep.group_id, message_type)

@@ -172,6 +172,7 @@ class Direct(NamedTuple):
     validation: str
     body: bytes
     message_id: str
+    trace: str | None = None  # the trace context the message carries (its SEND's traceparent)
 
 
 Verdict = bool | Callable[[], bool]

@@ -4,6 +4,7 @@ bad input into a 4xx page (never a traceback)."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from support.otel import traced
 import sbroker
 from sbroker.apps.dashboard.reader import API_VIEWS, PAGE_SIZE
 from sbroker.apps.spark import StubRunner
-from sbroker.core import tracing
+from sbroker.core.traceparent import trace_id
 
 from .helpers import send
 
@@ -156,12 +157,12 @@ def test_a_failure_inside_is_a_500_page_without_a_traceback(
 
 
 def test_messages_and_tasks_show_their_trace_ids_linked_to_the_trace_viewer(
-        pair: sbroker.Broker, make_client: Any) -> None:
+        pair: sbroker.Broker, db_path: Path, make_client: Any) -> None:
     send(pair, 1, body="untraced")
-    with traced():
-        send(pair, 1, body="traced")
+    with traced() as t, sbroker.Broker.open(db_path, instrumentation=t.instrumentation) as b:
+        send(b, 1, body="traced")  # from a traced process
     (_, traced_msg) = pair.peek("TargetQueue")
-    tid = tracing.trace_id(traced_msg.trace_context)
+    tid = trace_id(traced_msg.trace_context)
     assert tid is not None
     pair.install_executor(runner=StubRunner())  # not started: nothing runs
     with pair.transaction() as tx:  # an ExecutionLog row as the executor marks it started

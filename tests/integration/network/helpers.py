@@ -27,9 +27,10 @@ def wait_for(predicate: Callable[[], Any], timeout: float = DEADLINE, what: str 
 
 
 def node(tmp_path: Path, name: str, *, services: dict[str, list[str]] | None = None,
-         start: bool = True, **endpoint: Any) -> sbroker.Broker:
+         start: bool = True, instrumentation: sbroker.Instrumentation | None = None,
+         **endpoint: Any) -> sbroker.Broker:
     """A broker ``name`` with queue ``q`` serving ``services`` and an endpoint on port 0."""
-    b = sbroker.Broker.open(tmp_path / f"{name}.db")
+    b = sbroker.Broker.open(tmp_path / f"{name}.db", instrumentation=instrumentation)
     b.create_queue("q")
     for service, contracts in (services or {}).items():
         b.create_service(service, "q", contracts)

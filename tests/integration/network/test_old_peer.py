@@ -72,10 +72,11 @@ def test_traced_messages_reach_an_old_transport_once_in_order_without_context(
 
 def test_a_traced_dialog_reaches_an_old_broker_once_in_order_without_context(
         tmp_path: Path, nodes: list[sbroker.Broker]) -> None:
-    with traced():
-        a = node(tmp_path, "a", services={"SvcA": []}, fragment_size=1024)
+    with traced() as t:
+        a = node(tmp_path, "a", services={"SvcA": []}, fragment_size=1024,
+                 instrumentation=t.instrumentation)
         b = node(tmp_path, "b", services={"SvcB": ["DEFAULT"]}, fragment_size=1024,
-                 start=False)
+                 start=False, instrumentation=t.instrumentation)
         nodes += [a, b]
         b.network.transport_factory = OldTransport  # the service's transport seam
         b.start()

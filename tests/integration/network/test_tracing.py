@@ -1,4 +1,4 @@
-"""A dialog across two brokers over loopback TCP is one trace (SPEC §15): the traceparent
+"""A dialog across two brokers over loopback TCP is one trace: the traceparent
 of A's SEND travels with the message (also a message cut into fragments), B's activated
 procedure works in a ``process`` span under it, its reply's ``send`` is a child of that,
 and A's RECEIVE links the reply."""
@@ -30,8 +30,10 @@ def echo(ctx: Any) -> None:
 def test_a_dialog_across_two_brokers_and_an_activated_reply_is_one_trace(
         tmp_path: Path, nodes: list[sbroker.Broker]) -> None:
     with traced() as t:
-        a = node(tmp_path, "a", services={"SvcA": []}, fragment_size=1024)
-        b = node(tmp_path, "b", services={"SvcB": ["DEFAULT"]}, fragment_size=1024)
+        a = node(tmp_path, "a", services={"SvcA": []}, fragment_size=1024,
+                 instrumentation=t.instrumentation)
+        b = node(tmp_path, "b", services={"SvcB": ["DEFAULT"]}, fragment_size=1024,
+                 instrumentation=t.instrumentation)
         nodes += [a, b]
         route(a, "SvcB", b)
         route(b, "SvcA", a)

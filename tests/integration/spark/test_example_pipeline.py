@@ -28,7 +28,8 @@ def test_the_orders_pipeline_writes_its_report(spark: SparkSession, tmp_path: Pa
     out = tmp_path / "orders"
     pipeline = load_pipeline(EXAMPLE, {"out": str(out), "orders": "20000", "customers": "500",
                                        "products": "200", "days": "90"})
-    with traced() as t, sbroker.Broker.open(tmp_path / "run.db") as broker:
+    with traced() as t, sbroker.Broker.open(tmp_path / "run.db",
+                                            instrumentation=t.instrumentation) as broker:
         broker.install_executor(max_queue_readers=4, runner=SparkRunner(session=spark))
         broker.start()
         with pipeline_import_path(pipeline):

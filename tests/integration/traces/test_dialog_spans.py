@@ -1,4 +1,4 @@
-"""Tracing of SEND and RECEIVE (SPEC §15) on each backend: a ``send`` span per SEND, its
+"""Tracing of SEND and RECEIVE on each backend: a ``send`` span per SEND, its
 traceparent stored with the message and read back as ``msg.trace_context``, a ``receive``
 span linked to each message's send span; and nothing at all while tracing is off."""
 
@@ -9,15 +9,18 @@ import sys
 import textwrap
 import threading
 from pathlib import Path
+from typing import Any
 
+import pytest
 from opentelemetry.trace import SpanKind
 from support.otel import named, traced, traceparent
 
 import sbroker
+from sbroker.core.instrumentation import Instrumentation
 
 
-def _broker(target: str) -> sbroker.Broker:
-    b = sbroker.Broker.open(target)
+def _broker(target: str, instrumentation: Instrumentation | None = None) -> sbroker.Broker:
+    b = sbroker.Broker.open(target, instrumentation=instrumentation)
     b.create_queue("qa")
     b.create_queue("qb")
     b.create_service("A", "qa")
@@ -26,18 +29,18 @@ def _broker(target: str) -> sbroker.Broker:
 
 
 def test_each_send_is_a_producer_span_and_the_receive_links_them(database: str) -> None:
-    b = _broker(database)
-    try:
-        with traced() as t:
+    with traced() as t:
+        b = _broker(database, t.instrumentation)
+        try:
             with t.tracer.start_as_current_span("request"), b.transaction() as tx:
                 h = tx.begin_dialog("A", "B")
                 tx.send(h, body="one")
                 tx.send(h, body="two")
             with b.transaction() as tx:
                 got = tx.receive("qb")
-            spans = t.spans()
-    finally:
-        b.close()
+        finally:
+            b.close()
+        spans = t.spans()
     (request,) = named(spans, "request")
     sends = named(spans, "send")
     assert [s.kind for s in sends] == [SpanKind.PRODUCER] * 2
@@ -61,6 +64,53 @@ def test_each_send_is_a_producer_span_and_the_receive_links_them(database: str) 
     assert receive.context.trace_id == request.context.trace_id
 
 
+def test_a_traced_send_to_a_conversing_peer_goes_straight_with_its_context(
+        database: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    with traced() as t:
+        b = _broker(database, t.instrumentation)
+        try:
+            handles = _conversing(b, 2)
+            direct: list[object] = []
+            plain = b.store.sends.send
+
+            def send(*args: Any) -> Any:  # the backend's one-statement SEND, watched
+                direct.append(plain(*args))
+                return direct[-1]
+
+            monkeypatch.setattr(b.store.sends, "send", send)
+            with b.transaction() as tx:
+                tx.send(handles[0], body="one")
+            with b.transaction() as tx:
+                tx.send(handles, body="to both")
+            with b.transaction() as tx:
+                got = tx.receive("qb") + tx.receive("qb")
+        finally:
+            b.close()
+        spans = named(t.spans(), "send")[-2:]
+    # both commits went the one-statement way, and it stored each message's context
+    assert len(direct) == 2 and all(v is True or callable(v) for v in direct)
+    assert sorted(m.trace_context for m in got) == sorted(
+        [traceparent(spans[0])] + [traceparent(spans[1])] * 2)
+
+
+def _conversing(b: sbroker.Broker, n: int) -> list[str]:
+    """``n`` dialogs from A to B whose both ends converse (each has sent and received)."""
+    with b.transaction() as tx:
+        handles = [tx.begin_dialog("A", "B") for _ in range(n)]
+        for h in handles:
+            tx.send(h, body="hello")
+    with b.transaction() as tx:
+        for msg in tx.receive("qb") + tx.receive("qb"):
+            tx.send(msg.conversation_handle, body="hi")
+    with b.transaction() as tx:
+        assert len(tx.receive("qa") + tx.receive("qa")) == n
+    with b.transaction() as tx:  # the peers are learned by an ordinary SEND
+        tx.send(handles, body="and")
+    with b.transaction() as tx:
+        assert len(tx.receive("qb") + tx.receive("qb")) == n
+    return handles
+
+
 def test_untraced_messages_carry_no_context(tmp_path: Path) -> None:
     b = _broker(str(tmp_path / "b.db"))
     try:
@@ -76,7 +126,6 @@ def test_untraced_messages_carry_no_context(tmp_path: Path) -> None:
 CHILD = """
 import sys
 import sbroker
-from sbroker.core import tracing
 
 def roundtrip(path):
     b = sbroker.Broker.open(path)
@@ -87,16 +136,14 @@ def roundtrip(path):
     with b.transaction() as tx:
         (msg,) = tx.receive("qb")
     b.close()
-    return msg.trace_context
+    return type(b.instrumentation).__name__, msg.trace_context is not None
 
-assert roundtrip(sys.argv[1] + "/1.db") is None
-print("absent", "opentelemetry" in sys.modules, tracing.TRACER)
+print("absent", "opentelemetry" in sys.modules, *roundtrip(sys.argv[1] + "/1.db"))
 from opentelemetry import trace
-assert roundtrip(sys.argv[1] + "/2.db") is None
-print("no provider", tracing.TRACER)
+print("no provider", *roundtrip(sys.argv[1] + "/2.db"))
 from opentelemetry.sdk.trace import TracerProvider
 trace.set_tracer_provider(TracerProvider())
-print("provider", roundtrip(sys.argv[1] + "/3.db") is not None)
+print("provider", *roundtrip(sys.argv[1] + "/3.db"))
 """
 
 
@@ -104,7 +151,9 @@ def test_nothing_of_opentelemetry_is_loaded_or_done_until_a_provider_is_set(
         tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", textwrap.dedent(CHILD), str(tmp_path)],
                          capture_output=True, text=True, timeout=120, check=True).stdout
-    assert out.splitlines() == ["absent False None", "no provider None", "provider True"]
+    assert out.splitlines() == ["absent False Instrumentation False",
+                                "no provider Instrumentation False",
+                                "provider OpenTelemetry True"]
 
 
 RECEIVED = threading.Event()
@@ -120,10 +169,10 @@ def failing_reader(ctx: sbroker.ActivationContext) -> None:
 
 def test_an_activated_procedures_work_is_a_process_span_in_the_messages_trace(
         tmp_path: Path) -> None:
-    b = _broker(str(tmp_path / "b.db"))
-    b.alter_queue("qb", activation=sbroker.Activation(failing_reader))
     RECEIVED.clear()
     with traced() as t:
+        b = _broker(str(tmp_path / "b.db"), t.instrumentation)
+        b.alter_queue("qb", activation=sbroker.Activation(failing_reader))
         try:
             b.start()
             with b.transaction() as tx:

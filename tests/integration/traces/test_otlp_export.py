@@ -1,4 +1,4 @@
-"""End to end (SPEC §15): sbroker's spans leave the process over OTLP/HTTP, as a user sets
+"""End to end: sbroker's spans leave the process over OTLP/HTTP, as a user sets
 it up with the SDK's batch processor and exporter, and arrive at a receiver this test runs
 on 127.0.0.1, which decodes them: the send, the receive and its link to the send."""
 
@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 import sbroker
-from sbroker.core import tracing
+from sbroker.apps.tracing.otel import OpenTelemetry
 
 
 class _Receiver(BaseHTTPRequestHandler):
@@ -64,9 +64,8 @@ def test_spans_are_exported_over_otlp_http(tmp_path: Path,
     url, received = receiver
     provider = TracerProvider()
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=url, timeout=10)))
-    tracing.use(provider)
     try:
-        b = sbroker.Broker.open(tmp_path / "b.db")
+        b = sbroker.Broker.open(tmp_path / "b.db", instrumentation=OpenTelemetry(provider))
         b.create_queue("qa")
         b.create_queue("qb")
         b.create_service("A", "qa")
@@ -78,7 +77,6 @@ def test_spans_are_exported_over_otlp_http(tmp_path: Path,
         b.close()
         assert provider.force_flush(30_000)
     finally:
-        tracing.use(None)
         provider.shutdown()
     by_name = {s.name: s for s in received}
     assert set(by_name) == {"send", "receive"}

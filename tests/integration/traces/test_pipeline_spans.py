@@ -1,4 +1,4 @@
-"""A pipeline run is one trace (SPEC §15): the run is the root span, each task a child, each
+"""A pipeline run is one trace: the run is the root span, each task a child, each
 attempt a child of its task with the executor's spans under it, the wait before a retry a
 span of its own, and the Spark jobs a task started are events carrying their job ids (here
 from a StubRunner's scripted job ids, so no JVM starts)."""
@@ -51,7 +51,7 @@ def _below(node: tuple[str, list[Any]], name: str) -> list[tuple[str, list[Any]]
 def test_a_run_with_a_retried_task_is_one_tree(tmp_path: Path) -> None:
     stub = StubRunner({"SELECT 42": StubBehaviour(value=42, spark_job_ids=[7, 8])})
     with traced() as t:
-        b = sbroker.Broker.open(tmp_path / "p.db")
+        b = sbroker.Broker.open(tmp_path / "p.db", instrumentation=t.instrumentation)
         try:
             b.install_executor(max_queue_readers=2, runner=stub)
             b.start()

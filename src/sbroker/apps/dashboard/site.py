@@ -18,7 +18,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from sbroker.apps.dashboard import timeline
 from sbroker.apps.dashboard.reader import Reader
 from sbroker.apps.dashboard.security import CSRF_FIELD, Access
-from sbroker.core import tracing
+from sbroker.core.traceparent import trace_id
 from sbroker.engine.api import BrokerAPI
 
 __all__ = ["DashboardOptions", "Endpoint", "Site", "local_path"]
@@ -35,7 +35,7 @@ Endpoint = Callable[[Request], Awaitable[Response]]
 class DashboardOptions:
     """``token``: needed for actions (and for reading off loopback); ``loopback``: bound to a
     loopback address; ``refresh``: seconds between page updates; ``spark_ui``: its address;
-    ``trace_url``: a trace viewer's address with ``{trace_id}`` in it (SPEC §15)."""
+    ``trace_url``: a trace viewer's address with ``{trace_id}`` in it (docs/tracing.md)."""
 
     token: str | None = None
     loopback: bool = True
@@ -90,7 +90,7 @@ def templates(trace_url: str | None = None) -> Environment:
     env = Environment(loader=FileSystemLoader(HERE / "templates"),
                       autoescape=select_autoescape(["html"]))
     env.filters.update(age=_age, epoch=_epoch, body=_body, clock=_clock,
-                       task=timeline.task_name, trace_id=tracing.trace_id)
+                       task=timeline.task_name, trace_id=trace_id)
     env.globals["trace_url"] = trace_url  # the trace macro links trace ids with it
     return env
 

@@ -1,18 +1,18 @@
 """What watches a run: the runner tells :class:`RunListener` objects what it committed and
 knows nothing of terminals, traces or pages.  The terminal display (rundisplay.py), the run's
-trace (:class:`TraceListener`) and tests are listeners; :class:`Listeners` tells several."""
+trace (the broker's instrumentation gives it: apps/tracing) and tests are listeners;
+:class:`Listeners` tells several."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, ExitStack, nullcontext
-from typing import Any
 
 from sbroker.apps.pipeline.runstate import RunState, TaskState
-from sbroker.core import tracing
+from sbroker.core.instrumentation import Instrumentation
 
-__all__ = ["Listeners", "RunListener", "TraceListener", "listeners_for"]
+__all__ = ["Listeners", "RunListener", "listeners_for"]
 
 
 class RunListener:
@@ -78,56 +78,11 @@ class Listeners(RunListener):
             listener.run_finished(run)
 
 
-class TraceListener(RunListener):
-    """The run as one trace (docs/tracing.md): the run a root span, each task a child, each
-    attempt a child of its task, current while it is sent so that the executor's spans join
-    it.  Used only while tracing is on."""
-
-    def __init__(self, tracer: Any) -> None:
-        self.tracer = tracer
-        self.trace: tracing.RunTrace | None = None
-        self._sending: dict[str, Any] = {}  # task -> the span of the attempt being sent
-
-    @contextlib.contextmanager
-    def driving(self, run: RunState) -> Iterator[None]:
-        trace = self.trace = tracing.RunTrace(self.tracer, run.run_id, run.pipeline.name,
-                                              resumed=run.resumed)
-        try:
-            with tracing.current(trace.run):
-                yield
-        finally:
-            trace.finish(run.status, {n: (t.status, t.error) for n, t in run.tasks.items()})
-            self.trace = None
-
-    @contextlib.contextmanager
-    def sending(self, run: RunState, task: TaskState) -> Iterator[None]:
-        if self.trace is None:
-            yield
-            return
-        span = self._sending[task.name] = self.trace.start_attempt(task.name, task.attempts)
-        with tracing.current(span):
-            yield
-
-    def task_started(self, run: RunState, task: TaskState) -> None:
-        span = self._sending.pop(task.name, None)
-        if self.trace is not None and span is not None and task.log_id is not None:
-            self.trace.sent(span, task.log_id)
-
-    def task_finished(self, run: RunState, task: TaskState) -> None:
-        trace = self.trace
-        if trace is None:
-            return
-        if task.ended is not None:
-            trace.attempt_ended(task.name, task.ended.log_id, task.ended.status,
-                                task.ended.error, task.ended.retry_in)
-        if task.status.ended:
-            trace.task_ended(task.name, task.status, task.error)
-
-
-def listeners_for(listener: RunListener | None) -> RunListener:
-    """``listener`` and, while tracing is on, the run's trace."""
-    tracer = tracing.TRACER
-    if tracer is None:
+def listeners_for(listener: RunListener | None,
+                  instrumentation: Instrumentation) -> RunListener:
+    """``listener`` and the run listener the broker's instrumentation has, if any (tracing's:
+    the run as one trace, docs/tracing.md)."""
+    watching = instrumentation.hooks(RunListener)
+    if watching is None:
         return listener or RunListener()
-    trace = TraceListener(tracer)
-    return trace if listener is None else Listeners(trace, listener)
+    return watching if listener is None else Listeners(watching, listener)

@@ -107,7 +107,7 @@ class DurableRunner:
                  listener: RunListener | None = None, schedule: str | None = None) -> None:
         self.broker = broker
         self.pipeline = pipeline
-        self.listener = listeners_for(listener)
+        self.listener = listeners_for(listener, broker.instrumentation)
         self.schedule = schedule
         self.store = RunStore(broker)
         self.clock = broker.clock

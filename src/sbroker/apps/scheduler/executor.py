@@ -34,6 +34,7 @@ from sbroker.apps.scheduler.attempts import (
     Stop,
     code_traceback,
 )
+from sbroker.apps.scheduler.hooks import NO_HOOKS, TaskHooks, TaskScope
 from sbroker.apps.scheduler.queries import read, sql
 from sbroker.apps.spark import (
     Execution,
@@ -48,7 +49,7 @@ from sbroker.apps.spark import (
     task_to_json,
 )
 from sbroker.core import messages as m
-from sbroker.core import threads, tracing
+from sbroker.core import threads
 from sbroker.core.errors import (
     CommitConflictError,
     ConversationNotFoundError,
@@ -337,8 +338,9 @@ def _run(broker: BrokerAPI, state: ExecutorState, reader: Reader[Execution], msg
     log_id = int(payload["log_id"])
     group = msg.conversation_group_id
     _ensure_watcher(broker, state)
-    span = None if tracing.TRACER is None else tracing.start_task(
-        tracing.TRACER, msg.trace_context, log_id, payload.get("task"))
+    kind = payload["task"].get("type") if isinstance(payload.get("task"), dict) else None
+    hooks = broker.instrumentation.hooks(TaskHooks) or NO_HOOKS
+    scope = hooks.task(msg.trace_context, log_id, str(kind or "unknown"))
     start = dt.datetime.now(dt.UTC)
     try:
         task: Task = task_from_dict(payload["task"])
@@ -349,16 +351,15 @@ def _run(broker: BrokerAPI, state: ExecutorState, reader: Reader[Execution], msg
                               details=traceback.format_exc())
     else:
         execution = _attempt(state, reader, stopping, log_id, task, timeout,
-                             payload.get("pool"), span)
+                             payload.get("pool"), scope)
     finally:
         with state.lock:
             state.running[group] -= 1
             if state.running[group] <= 0:
                 del state.running[group]
             state.running_logs.pop(log_id, None)
-    if span is not None:  # with an event per Spark job it started (SPEC §15)
-        tracing.end_task(span, execution.status, execution.error, execution.spark_job_ids,
-                         execution.operation_ids)
+    scope.ended(execution.status, execution.error, execution.spark_job_ids,
+                execution.operation_ids)  # with an event per Spark job it started
     return Outcome(msg.conversation_handle, log_id, execution.status, execution.value,
                    execution.error, list(execution.spark_job_ids),
                    (execution.start_time.isoformat(), execution.end_time.isoformat()),
@@ -376,13 +377,11 @@ def _timeout(value: Any) -> float | None:
 
 def _attempt(state: ExecutorState, reader: Reader[Execution], stopping: threading.Event | None,
              log_id: int, task: Task, timeout: float | None, pool: str | None,
-             span: Any) -> Execution:
+             scope: TaskScope) -> Execution:
     """Run the task as an attempt this reader can stop, and judge its outcome: a stopped
     attempt is cancelled or failed whatever its code did or does later."""
     def work() -> Execution:
-        if span is None:
-            return execute(state.runner, task, log_id=log_id, pool=pool)
-        with tracing.current(span):  # what the task does is traced under it
+        with scope.current():  # in the attempt's thread: what the task does joins its trace
             return execute(state.runner, task, log_id=log_id, pool=pool)
 
     attempt = Attempt(log_id, work, interruptible=isinstance(task, PythonTask), timeout=timeout)

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sbroker.core import threads, tracing
+from sbroker.core import threads
 from sbroker.core.catalog import Queue
 from sbroker.core.clock import SYSTEM_CLOCK
 from sbroker.core.errors import BrokerError, InvalidArgumentError
@@ -367,11 +367,7 @@ class ActivationService(ClockLoop):
     def _run_task(self, task: _Task) -> None:
         error: str | None = None
         try:
-            procedure = self.engine.procedures.get(task.queue_name, task.procedure_name)
-            traced = contextlib.nullcontext() if tracing.TRACER is None else (
-                tracing.activated(task.queue_name))  # its work: "process" spans
-            with stopping.bound(task.ctx.stopping), traced:
-                resolve_procedure(procedure)(task.ctx)
+            self._call(task)
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
             where = {"queue": task.queue_name, "task_id": task.task_id,
@@ -397,6 +393,22 @@ class ActivationService(ClockLoop):
                 self._changed.notify_all()
             if all_exited:
                 self.touch((task.queue_id,))
+
+    def _call(self, task: _Task) -> None:
+        """The procedure, in this thread with its stop event bound, between the
+        instrumentation's hooks (tracing: its work is "process" spans)."""
+        hooks = self.engine.instrumentation
+        procedure = self.engine.procedures.get(task.queue_name, task.procedure_name)
+        hooks.before_procedure(task.queue_name)
+        error: BaseException | None = None
+        try:
+            with stopping.bound(task.ctx.stopping):
+                resolve_procedure(procedure)(task.ctx)
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            hooks.after_procedure(task.queue_name, error)
 
 
 class _Hooks(Listener):

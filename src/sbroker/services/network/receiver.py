@@ -143,12 +143,12 @@ class Receiver:
             ep.receive_seq = msg.seq + 1
             ctx.conn.execute(ctx.conn.sql.set_receive_seq, (ep.receive_seq, ep.handle))
             return False
-        ctx.trace = msg.trace_context  # stored with the queue row (SPEC §15)
         problem = self._check(ctx, msg)
         if problem is None and ep.state == "CO" and msg.message_type not in m.SYSTEM_MESSAGE_TYPES:
             ep.receive_seq = msg.seq + 1
             dirty[ep.handle] = ep
-            enqueue(ctx, ep, msg.seq, msg.message_type, msg.body, m.new_id(), defer=True)
+            enqueue(ctx, ep, msg.seq, msg.message_type, msg.body, m.new_id(), defer=True,
+                    trace=msg.trace_context)  # stored with the queue row (docs/tracing.md)
             return False
         _flush(ctx, dirty)
         if problem is not None and ep.state in ("SO", "SI", "CO"):
@@ -161,7 +161,8 @@ class Receiver:
             ep.receive_seq = msg.seq + 1
             ctx.conn.execute(ctx.conn.sql.set_receive_seq, (ep.receive_seq, ep.handle))
             return False
-        dialogs.apply_incoming(ctx, ep, msg.seq, msg.message_type, msg.body, m.new_id())
+        dialogs.apply_incoming(ctx, ep, msg.seq, msg.message_type, msg.body, m.new_id(),
+                               msg.trace_context)
         if msg.message_type in (m.END_DIALOG, m.ERROR):
             endpoints.pop(cache_key, None)  # it may have been closed or deleted
             if ep.state == "CD":  # this direction is over: its protocol state can go

@@ -349,15 +349,15 @@ UPDATE sb_endpoints SET send_seq = %s WHERE conv_order = %s
 -- name: send_direct
 -- A commit's one SEND on a conversation whose local peer conversed before, alone in its
 -- transaction: locks the conversation, checks, puts the message in the peer's queue and
--- numbers the next (migration 0013). One row (the peer's queue) if it did, none if it wrote
--- nothing. Params as on SQLite: message_type, validation, body, message_id, enqueued_at,
--- sender rowid, sender handle, peer rowid, catalog version.
-SELECT q FROM sb_send_direct(%s, %s, %s, %s, %s, %s, %s, %s, %s) q WHERE q IS NOT NULL
+-- numbers the next (migrations 0013, 0021). One row (the peer's queue) if it did, none if it
+-- wrote nothing. Params: message_type, validation, body, message_id, enqueued_at, sender
+-- rowid, sender handle, peer rowid, catalog version, trace_context.
+SELECT q FROM sb_send_direct(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) q WHERE q IS NOT NULL
 
 -- name: send_direct_many
--- The same for a commit of several SENDs (migration 0013): one row (how many messages) if
--- it sent them all, none if it wrote nothing. Params: the messages (JSON rows), their bodies
--- (one bytea), enqueued_at, catalog version.
+-- The same for a commit of several SENDs (migrations 0013, 0021): one row (how many
+-- messages) if it sent them all, none if it wrote nothing. Params: the messages (JSON rows),
+-- their bodies (one bytea), enqueued_at, catalog version.
 SELECT n FROM sb_send_direct_many(%s::jsonb, %s::bytea, %s, %s) n WHERE n IS NOT NULL
 
 -- name: peer_and_pending

@@ -24,7 +24,7 @@ class CommitSends(PeerMemory):
             d = sends[0]
             done = conn.execute(conn.sql.send_direct, (
                 d.message_type, d.validation, d.body, d.message_id, now, d.sender, d.handle,
-                d.peer, version))
+                d.peer, version, d.trace))
         else:
             rows, bodies = _rows(sends)
             done = conn.execute(conn.sql.send_direct_many, (rows, bodies, now, version))
@@ -45,11 +45,12 @@ class _Answer:
 
 def _rows(sends: Sequence[Direct]) -> tuple[str, bytes]:
     """sb_send_direct_many's rows (JSON text: sender, peer, message type, validation, message
-    id, the body's 1-based offset and length) and bodies (one bytea), in send order."""
+    id, the body's 1-based offset and length, trace context) and bodies (one bytea), in send
+    order."""
     rows: list[list[object]] = []
     offset = 1
     for d in sends:
         rows.append([d.sender, d.peer, d.message_type, d.validation, d.message_id, offset,
-                     len(d.body)])
+                     len(d.body), d.trace])
         offset += len(d.body)
     return json.dumps(rows), b"".join(d.body for d in sends)

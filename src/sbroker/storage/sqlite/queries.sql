@@ -413,12 +413,14 @@ UPDATE sb_endpoints SET send_seq = ? WHERE conv_order = ?
 -- inserted, else none (then the ordinary path). The sender and its peer are found by rowid
 -- (the unary + keeps the planner off the conversation index), the sender's handle guards
 -- against a reused rowid.
--- Params: place, message_type, validation, body, message_id, enqueued_at, sender rowid,
--- sender handle, peer rowid, catalog version. The caller then runs bump_send_seq.
+-- Params: place, message_type, validation, body, message_id, enqueued_at, trace_context,
+-- sender rowid, sender handle, peer rowid, catalog version. The caller then runs
+-- bump_send_seq.
 INSERT INTO sb_messages(queue_id, group_key, handle, conv_order, msn, status, priority,
-    is_timer, message_type, validation, body, message_id, service, contract, enqueued_at)
+    is_timer, message_type, validation, body, message_id, service, contract, enqueued_at,
+    trace_context)
 SELECT p.queue_id, p.group_key, p.handle, p.conv_order, s.send_seq + ?, 1, p.priority, 0, ?, ?,
-    ?, ?, p.service, p.contract, ?
+    ?, ?, p.service, p.contract, ?, ?
 FROM sb_endpoints s, sb_endpoints p
 WHERE s.conv_order = ? AND s.handle = ? AND p.conv_order = ? AND s.state = 'CO'
     AND p.state = 'CO' AND +p.conversation_id = s.conversation_id

@@ -29,11 +29,11 @@ class SerialSends(PeerMemory):
             place = placed.get(d.sender, 0)
             placed[d.sender] = place + 1
             rows.append((place, d.message_type, d.validation, d.body, d.message_id, now,
-                         d.sender, d.handle, d.peer, version))
+                         d.trace, d.sender, d.handle, d.peer, version))
         if len(rows) == 1:  # W1's commit: plain calls cost less than executemany's
             if conn.execute(conn.sql.send_direct, rows[0]).rowcount != 1:
                 return False
-            conn.execute(conn.sql.bump_send_seq, (1, rows[0][6]))
+            conn.execute(conn.sql.bump_send_seq, (1, rows[0][7]))
             return True
         went = conn.executemany(conn.sql.send_direct, rows).rowcount
         if went != len(rows):
