@@ -35,7 +35,8 @@ def test_receive_statements_use_an_index_and_never_sort(db_path: Path, sql: str,
 def test_a_direct_send_finds_both_endpoints_by_rowid(db_path: Path) -> None:
     sbroker.Broker.open(db_path).close()
     with sqlite3.connect(db_path) as conn:
-        plan = _plan(conn, SQL.send_direct, (0, "T", "N", b"x", "id", 1.0, 1, "h", 2, "0"))
+        plan = _plan(conn, SQL.send_direct, (0, "T", "N", b"x", "id", 1.0, None, 1, "h", 2,
+                                            "0"))
         plan += _plan(conn, SQL.bump_send_seq, (1, 1))
     assert not [step for step in plan if step.startswith("SCAN")], plan
     assert sum("INTEGER PRIMARY KEY" in step for step in plan) == 3, plan

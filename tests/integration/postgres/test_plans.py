@@ -33,7 +33,7 @@ SAMPLES = {
     "sb_consume": ("'{\"1\": \"M\"}'", "2"),
     "sb_set_send_seqs_bulk": ("'{\"1\": 2}'", "'[1]'"),
     "sb_send_direct": ("'DEFAULT'", "'NONE'", "'\\x00'::bytea", "'M'", "0", "1", "'H'", "2",
-                       "'0'"),
+                       "'0'", "NULL"),
     "sb_send_direct_many": ("'[[1, 2, \"DEFAULT\", \"NONE\", \"M\", 1, 1]]'", "'\\x00'::bytea",
                             "0", "'0'"),
 }
@@ -116,7 +116,7 @@ def test_a_function_planned_on_a_small_queue_reads_the_grown_queue_by_key(
                                      (json.dumps({str(conv_order): 7}), conv_order)),
                 "sb_send_direct": (
                     "SELECT sb_send_direct('DEFAULT', 'N', '\\x00'::bytea, 'M', 0, %s, %s,"
-                    " %s, %s)", (sender, handle, conv_order, version)),
+                    " %s, %s, NULL)", (sender, handle, conv_order, version)),
                 "sb_send_direct_many": (
                     "SELECT sb_send_direct_many(%s::jsonb, '\\x00'::bytea, 0, %s)",
                     (json.dumps([[sender, conv_order, "DEFAULT", "N", "M", 1, 1]]), version)),
