@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from sbroker.apps.pipeline.parser import PipelineError
+from sbroker.apps.pipeline.python import Cron, Every, Pipeline
 from sbroker.apps.scheduler import Scheduler
 from sbroker.apps.spark import (
     PythonTask,
@@ -53,12 +55,16 @@ __all__ = [
     "ContractViolationError",
     "ConversationNotFoundError",
     "ConversationStateError",
+    "Cron",
     "DatabaseError",
     "DuplicateError",
+    "Every",
     "FakeClock",
     "InvalidArgumentError",
     "Message",
     "NotFoundError",
+    "Pipeline",
+    "PipelineError",
     "PythonTask",
     "QueueDisabledError",
     "QueueStreamedError",

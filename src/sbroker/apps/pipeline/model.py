@@ -31,7 +31,13 @@ class Retry:
 @dataclass(frozen=True)
 class TaskSpec:
     """One task: its name, the task to send, its line in the file, the tasks it comes
-    after, how it is retried and how long an attempt may run (``None``: no limit)."""
+    after, how it is retried and how long an attempt may run (``None``: no limit).
+
+    ``map`` names the task over whose value (a list) it runs once per item; ``inputs`` are
+    the keyword arguments the runner adds when it sends an attempt: ``item`` (a mapped
+    task's item), ``scheduled_for`` / ``scheduled_date`` (the run's), or a task's name
+    (that task's value); ``code`` is a digest of a Python function's source (what
+    "changed" means for it on a resume, docs/pipelines.md)."""
 
     name: str
     task: Task
@@ -39,6 +45,9 @@ class TaskSpec:
     after: tuple[str, ...] = ()
     retry: Retry = field(default_factory=Retry)
     timeout: float | None = None
+    map: str | None = None
+    inputs: tuple[str, ...] = ()
+    code: str | None = None
 
 
 @dataclass(frozen=True)
@@ -83,6 +92,7 @@ class Pipeline:
     path: Path | None = None
     tasks: tuple[TaskSpec, ...] = ()
     schedule: Schedule | None = None
+    source: str | None = None  # a Python pipeline's "FILE.py:ATTR" or "module:attr"
 
     @property
     def task_count(self) -> int:
