@@ -269,3 +269,19 @@ def test_a_stage_task_cannot_map() -> None:
             'sql = "SELECT 1"\nmap = "x"\n')
     with pytest.raises(sbroker.PipelineError, match=r"t\.toml:8: unknown key 'map'"):
         parse_pipeline(text, path="t.toml")
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def test_the_orders_example_in_python_is_the_toml_examples_graph() -> None:
+    toml = parse_pipeline((EXAMPLES / "orders_pipeline.toml").read_text())
+    python = load_python_pipeline(f"{EXAMPLES / 'orders_pipeline.py'}:pipe")
+    assert {t.name: set(t.after) for t in python.dag} == {
+        t.name: set(t.after) for t in toml.dag}
+    assert python.options.spark == toml.options.spark
+    assert (python.options.retry, python.options.concurrency) == (
+        toml.options.retry, toml.options.concurrency)
+    assert python.params == {"out": "out/orders", "order_count": 1_000_000,
+                             "customer_count": 100_000, "product_count": 10_000,
+                             "days": 730, "seed": 42}
