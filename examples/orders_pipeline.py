@@ -15,15 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from orders_tasks import (
-    build_report,
-    generate_customers,
-    generate_orders,
-    generate_products,
-)
-from orders_tasks import (
-    top_customers as best_customers,
-)
+import orders_tasks as spark_code  # the Spark code, beside this file
 
 import sbroker
 
@@ -50,21 +42,21 @@ pipe = sbroker.Pipeline(
 @pipe.task()
 def customers(spark: Any, out: str = OUT, customer_count: int = CUSTOMERS,
               seed: int = SEED) -> Table:
-    return generate_customers(spark, out, customer_count, seed)
+    return spark_code.generate_customers(spark, out, customer_count, seed)
 
 
 @pipe.task()
 def products(spark: Any, out: str = OUT, product_count: int = PRODUCTS,
              seed: int = SEED) -> Table:
-    return generate_products(spark, out, product_count, seed)
+    return spark_code.generate_products(spark, out, product_count, seed)
 
 
 @pipe.task()
 def orders(spark: Any, out: str = OUT, order_count: int = 1_000_000,
            customer_count: int = CUSTOMERS, product_count: int = PRODUCTS, days: int = 730,
            seed: int = SEED) -> Table:
-    return generate_orders(spark, out, order_count, customer_count, product_count, days,
-                           seed)
+    return spark_code.generate_orders(spark, out, order_count, customer_count,
+                                      product_count, days, seed)
 
 
 # -- aggregates, each as soon as the tables it reads are there -------------------------------
@@ -132,13 +124,13 @@ def top_products(spark: Any, orders: Table, products: Table, out: str = OUT) -> 
 
 @pipe.task(after=[orders, products, customers])
 def top_customers(spark: Any, out: str = OUT) -> dict[str, Any]:
-    return best_customers(spark, out, limit=100)
+    return spark_code.top_customers(spark, out, limit=100)
 
 
 # -- the report, and a check that the aggregates agree ---------------------------------------
 @pipe.task(after=[daily_revenue, category_revenue, segment_revenue])
 def monthly_report(spark: Any, out: str = OUT) -> dict[str, Any]:
-    return build_report(spark, out)
+    return spark_code.build_report(spark, out)
 
 
 @pipe.task(after=[daily_revenue, category_revenue, segment_revenue])
