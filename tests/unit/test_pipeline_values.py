@@ -9,8 +9,7 @@ import pytest
 
 import sbroker
 from sbroker.apps.pipeline import parse_pipeline
-from sbroker.apps.pipeline.model import TaskSpec
-from sbroker.apps.pipeline.python import PIPELINE_KEY
+from sbroker.apps.pipeline.model import PIPELINE_KEY, TaskSpec
 from sbroker.apps.pipeline.values import (
     attempt_task,
     definition,

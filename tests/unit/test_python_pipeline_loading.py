@@ -23,7 +23,7 @@ from sbroker.apps.pipeline.loading import (
     is_python_target,
     load_python_pipeline,
 )
-from sbroker.apps.pipeline.python import PIPELINE_KEY, TASK_KEY
+from sbroker.apps.pipeline.model import PIPELINE_KEY, TASK_KEY
 from sbroker.apps.spark.tasks import PythonTask
 
 FLOW = '''

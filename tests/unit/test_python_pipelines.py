@@ -11,14 +11,8 @@ from typing import Any
 import pytest
 
 import sbroker
-from sbroker.apps.pipeline.model import Retry, Schedule
-from sbroker.apps.pipeline.python import (
-    CALL_TARGET,
-    PIPELINE_KEY,
-    TASK_KEY,
-    code_digest,
-    registered,
-)
+from sbroker.apps.pipeline.model import CALL_TARGET, PIPELINE_KEY, TASK_KEY, Retry, Schedule
+from sbroker.apps.pipeline.python import code_digest, registered
 from sbroker.apps.spark.tasks import PythonTask
 
 HERE = __file__

@@ -28,14 +28,9 @@ from types import ModuleType
 from typing import Any
 
 from sbroker.apps.pipeline import model
+from sbroker.apps.pipeline.model import CALL_TARGET, PIPELINE_KEY, TASK_KEY
 from sbroker.apps.pipeline.parser import PipelineError
-from sbroker.apps.pipeline.python import (
-    CALL_TARGET,
-    PIPELINE_KEY,
-    TASK_KEY,
-    Pipeline,
-    registered,
-)
+from sbroker.apps.pipeline.python import Pipeline, registered
 from sbroker.apps.pipeline.rules import SPARK, ancestors, classify_params
 from sbroker.apps.spark.runner import MAX_VALUE_BYTES
 from sbroker.apps.spark.tasks import PythonTask, resolve_target

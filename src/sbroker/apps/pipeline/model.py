@@ -10,7 +10,13 @@ from types import MappingProxyType
 from sbroker.apps.spark.config import SparkConfig
 from sbroker.apps.spark.tasks import Task
 
-__all__ = ["Options", "Pipeline", "Retry", "Schedule", "Stage", "TaskSpec"]
+__all__ = ["CALL_TARGET", "PIPELINE_KEY", "TASK_KEY", "Options", "Pipeline", "Retry",
+           "Schedule", "Stage", "TaskSpec"]
+
+#: A Python pipeline's task is sent as ``PythonTask(CALL_TARGET, **{PIPELINE_KEY: its
+#: pipeline's source, TASK_KEY: its name}, **its arguments)`` (apps/pipeline/python.py)
+CALL_TARGET = "sbroker.apps.pipeline.loading:call_task"
+PIPELINE_KEY, TASK_KEY = "@pipeline", "@task"
 
 
 @dataclass(frozen=True)

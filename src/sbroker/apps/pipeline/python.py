@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Generic, ParamSpec, Protocol, TypeAlias, TypeVar, overload
 
 from sbroker.apps.pipeline import model
+from sbroker.apps.pipeline.model import CALL_TARGET, PIPELINE_KEY, TASK_KEY
 from sbroker.apps.pipeline.parser import PipelineError, coerce_param
 from sbroker.apps.pipeline.rules import (
     ITEM,
@@ -46,11 +47,8 @@ from sbroker.apps.pipeline.rules import (
 from sbroker.apps.spark.config import SparkConfig
 from sbroker.apps.spark.tasks import PythonTask
 
-__all__ = ["CALL_TARGET", "PIPELINE_KEY", "TASK_KEY", "Cron", "Every", "Pipeline",
-           "PipelineTask", "code_digest", "registered"]
+__all__ = ["Cron", "Every", "Pipeline", "PipelineTask", "code_digest", "registered"]
 
-CALL_TARGET = "sbroker.apps.pipeline.loading:call_task"
-PIPELINE_KEY, TASK_KEY = "@pipeline", "@task"  # the keyword arguments CALL_TARGET reads
 P = ParamSpec("P")
 R = TypeVar("R")
 TaskRef: TypeAlias = "PipelineTask[Any, Any] | str"

@@ -17,8 +17,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from sbroker.apps.pipeline.model import TaskSpec
-from sbroker.apps.pipeline.python import CALL_TARGET, PIPELINE_KEY
+from sbroker.apps.pipeline.model import CALL_TARGET, PIPELINE_KEY, TaskSpec
 from sbroker.apps.pipeline.rules import ITEM, RUN_CONTEXT
 from sbroker.apps.spark.tasks import PythonTask, SparkSQL, Task, task_to_dict
 
