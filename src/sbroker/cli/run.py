@@ -43,8 +43,9 @@ if TYPE_CHECKING:  # imported when a pipeline runs: the CLI starts without it
 def run(ctx: click.Context, file: str, params: tuple[str, ...], resume: str | None,
         readers: int | None, no_executor: bool, local: bool, verbose: bool,
         spark_master: str | None, spark_remote: str | None) -> None:
-    """Run a pipeline FILE (TOML) through the task scheduler, as a durable run that
-    `--resume` takes up where it stopped."""
+    """Run a pipeline FILE (TOML), or a Python pipeline FILE.py:ATTR or module:attr,
+    through the task scheduler, as a durable run that `--resume` takes up where it
+    stopped."""
     from sbroker.apps.pipeline.command import EXIT_INTERRUPTED, run_command
     from sbroker.apps.pipeline.durable_command import LATEST, run_durable_command
 

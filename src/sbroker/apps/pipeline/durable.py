@@ -11,6 +11,7 @@ waits on the dialog's conversation timer, holding no executor reader.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import logging
@@ -20,15 +21,17 @@ from contextlib import contextmanager
 from typing import Any
 
 from sbroker.apps.pipeline.command import pipeline_import_path
+from sbroker.apps.pipeline.mapping import expand_ready, settle_mapped, values_of
 from sbroker.apps.pipeline.model import Pipeline
 from sbroker.apps.pipeline.parser import PipelineError
+from sbroker.apps.pipeline.rules import RUN_CONTEXT
 from sbroker.apps.pipeline.runstate import (
     RunListener,
     RunState,
     TaskState,
-    definition,
     dependants,
 )
+from sbroker.apps.pipeline.values import attempt_task, definition, mapped_of
 from sbroker.apps.scheduler import schema
 from sbroker.apps.scheduler.client import (
     cancel_task,
@@ -100,6 +103,8 @@ class DurableRunner:
         self.clock = broker.clock
         self._interrupting = False
         self._trace: tracing.RunTrace | None = None  # the run's spans, while tracing is on
+        self._positions = {spec.name: i for i, spec in enumerate(pipeline.dag)}
+        self._stored: dict[str, tuple[TaskState, str]] = {}  # a resume's recorded instances
 
     # -- creating and resuming ---------------------------------------------------------------
     def create(self, tx: Transaction | None = None) -> RunState:
@@ -111,13 +116,14 @@ class DurableRunner:
         dag = self.pipeline.dag
         handle = open_dialog(self.broker, tx, self.pipeline.name)
         run_id = int(tx.execute(self.sql.insert_run, (
-            self.pipeline.name, str(self.pipeline.path or ""),
+            self.pipeline.name, self.pipeline.source or str(self.pipeline.path or ""),
             json.dumps(dict(self.pipeline.params), default=str),
             _iso(self.clock.now()), handle, self.schedule)).fetchone()[0])
         for i, spec in enumerate(dag):
             tx.execute(self.sql.insert_run_task, (run_id, spec.name, i,
                                                   json.dumps(spec.after), definition(spec)))
-        return RunState(run_id, self.pipeline, handle, {s.name: TaskState(s) for s in dag})
+        return RunState(run_id, self.pipeline, handle, {s.name: TaskState(s) for s in dag},
+                        scheduled_for=_iso(self.clock.now()))
 
     def resume(self, run_id: int) -> RunState:
         """Take up run ``run_id``: succeeded tasks keep their outcome unless their definition
@@ -125,7 +131,7 @@ class DurableRunner:
         rows = read(self.broker, self.sql.run_by_id, (run_id,))
         if not rows:
             raise PipelineError(f"there is no run {run_id} to resume", path=self.pipeline.path)
-        _, name, _, _, status, _, _, handle = rows[0]
+        _, name, _, _, status, start, _, handle = rows[0]
         if name != self.pipeline.name:
             raise PipelineError(f"run {run_id} is a run of pipeline {name!r}, not of "
                                 f"{self.pipeline.name!r}", path=self.pipeline.path)
@@ -135,15 +141,16 @@ class DurableRunner:
             handle = handle or open_dialog(self.broker, tx, self.pipeline.name)
             state = self._reconcile(tx, run_id, handle)
             tx.execute(self.sql.set_run, ("running", None, handle, run_id))
-        state.resumed = True
+        state.resumed, state.scheduled_for = True, start
         return state
 
     def _load(self, run_id: int, handle: str | None, status: str) -> RunState:
         state = RunState(run_id, self.pipeline, handle, {}, status, resumed=True)
+        specs = {s.name: s for s in self.pipeline.dag}
         for row in read(self.broker, self.sql.run_tasks, (run_id,)):
-            spec = next((s for s in self.pipeline.dag if s.name == row[0]), None)
+            spec = specs.get(row[0]) or _instance_spec(specs, row[0])
             if spec is not None:
-                state.tasks[spec.name] = self._task_from_row(spec, row)
+                state.tasks[row[0]] = self._task_from_row(spec, row)
         return state
 
     @staticmethod
@@ -184,9 +191,40 @@ class DurableRunner:
                 task.end_time, task.error, task.value = None, None, None
             tx.execute(self.sql.set_task, task.row(run_id))
             state.tasks[spec.name] = task
-        for gone in stored:
-            tx.execute(self.sql.delete_run_task, (run_id, gone))
+        self._reconcile_instances(tx, state, stored, open_, rerun)
         return state
+
+    def _reconcile_instances(self, tx: Transaction, state: RunState, stored: dict[str, Any],
+                             open_: dict[str, tuple[int, Any]], rerun: set[str]) -> None:
+        """Inside ``tx``: the rows left over from the file's tasks. A kept mapped task keeps
+        its instances as they are; one that runs again from the same list of items gets
+        its recorded instances back when it is expanded (``_stored``); the rest goes."""
+        specs = {s.name: s for s in self.pipeline.dag}
+        kept: dict[str, list[TaskState]] = {}
+        for name, row in stored.items():
+            of, spec = mapped_of(name), _instance_spec(specs, name)
+            parent = state.tasks.get(of[0]) if of is not None else None
+            if spec is None or parent is None or parent.name in rerun:
+                attempt = open_.get(name)
+                if attempt is not None:
+                    tx.execute(self.sql.close_attempt, ("superseded", attempt[0]))
+                    cancel_task(self.broker, attempt[0])
+                tx.execute(self.sql.delete_run_task, (state.run_id, name))
+                continue
+            task = self._task_from_row(spec, row)
+            if parent.kept:
+                kept.setdefault(parent.name, []).append(task)
+                continue
+            attempt = open_.get(name)
+            if attempt is not None:
+                task.status, task.log_id, task.deadline = "running", attempt[0], attempt[1]
+            self._stored[name] = (task, row[3])
+        for mapped, instances in kept.items():  # after their task, in item order
+            ordered = sorted(instances, key=lambda t: (mapped_of(t.name) or ("", 0))[1])
+            tasks = list(state.tasks.items())
+            at = next(i for i, (n, _) in enumerate(tasks) if n == mapped) + 1
+            state.tasks.clear()
+            state.tasks.update([*tasks[:at], *((t.name, t) for t in ordered), *tasks[at:]])
 
     # -- driving -------------------------------------------------------------------------------
     def drive(self, state: RunState, stop: threading.Event | None = None) -> RunState:
@@ -234,11 +272,47 @@ class DurableRunner:
         return state
 
     def _start_ready(self, state: RunState) -> None:
-        if not self._ready(state):
+        expandable = any(t.spec.map is not None and t.status == "pending"
+                         for t in state.tasks.values())
+        if not self._ready(state) and not expandable:
             return
         with self.broker.transaction() as tx:
+            ended = self._expand(tx, state)
             started = self._send_ready(tx, state)
+        for task in ended:
+            task.finished_at = self.clock.monotonic()
+            self.listener.task_finished(state, task)
         self._started(state, started)
+
+    def _expand(self, tx: Transaction, state: RunState) -> list[TaskState]:
+        """Inside ``tx``: the mapped tasks now free to start expanded into their instances
+        (rows inserted), those that ended settled, the tasks after a failed one skipped;
+        the tasks that ended (mapping.py)."""
+        end = _iso(self.clock.now())
+        done = expand_ready(state, end, self._stored)
+        for task in done.changed:  # a mapped task's time runs from its expansion
+            if task.spec.map is not None and task.started_at is None:
+                task.started_at = self.clock.monotonic()
+        ended = [t for t in done.changed if t.spec.map is not None and t.status != "running"]
+        ended += settle_mapped(state, end)
+        if ended and not self._interrupting:
+            ended += state.skip_after_failures(end)
+        for task in done.new:
+            position = self._positions[(mapped_of(task.name) or (task.name, 0))[0]]
+            tx.execute(self.sql.insert_run_task, (state.run_id, task.name, position,
+                                                  json.dumps(task.spec.after),
+                                                  definition(task.spec)))
+        for task in [*done.new, *done.changed, *ended]:
+            if task.spec.map is None and mapped_of(task.name) is not None:
+                tx.execute(self.sql.redefine_task, (
+                    self._positions[(mapped_of(task.name) or (task.name, 0))[0]],
+                    json.dumps(task.spec.after), definition(task.spec), state.run_id,
+                    task.name))
+            tx.execute(self.sql.set_task, task.row(state.run_id))
+        for name in [n for n in self._stored if n not in state.tasks]:
+            tx.execute(self.sql.delete_run_task, (state.run_id, name))  # the list shrank
+            del self._stored[name]
+        return ended
 
     def _ready(self, state: RunState) -> list[TaskState]:
         ready = state.ready(self.clock.now())
@@ -252,15 +326,16 @@ class DurableRunner:
             return []
         now, handle = self.clock.now(), state.handle
         assert handle is not None
+        values, context = values_of(state), self._context(state)
         for task in ready:
             trace = self._trace
+            sent = attempt_task(task.spec, values, context)
             if trace is None:
-                log_id = send_task(self.broker, tx, handle, task.spec.task, self.pipeline.name)
+                log_id = send_task(self.broker, tx, handle, sent, self.pipeline.name)
             else:  # the attempt's span is current while it is sent: its spans join it
                 span = trace.start_attempt(task.name, task.attempts + 1)
                 with tracing.current(span):
-                    log_id = send_task(self.broker, tx, handle, task.spec.task,
-                                       self.pipeline.name)
+                    log_id = send_task(self.broker, tx, handle, sent, self.pipeline.name)
                 trace.sent(span, log_id)
             task.attempts += 1
             task.status, task.log_id, task.timed_out = "running", log_id, False
@@ -271,6 +346,16 @@ class DurableRunner:
                                                  task.attempts, task.deadline))
             tx.execute(self.sql.set_task, task.row(state.run_id))
         return ready
+
+    def _context(self, state: RunState) -> dict[str, Any]:
+        """The run's ``scheduled_for`` and ``scheduled_date``: ``-p`` values, else the
+        run's start time (seconds precision, with its UTC offset)."""
+        params = self.pipeline.params
+        start = dt.datetime.fromisoformat(state.scheduled_for or _iso(self.clock.now()))
+        scheduled = str(params.get("scheduled_for") or
+                        start.replace(microsecond=0).isoformat())
+        return {RUN_CONTEXT[0]: scheduled,
+                RUN_CONTEXT[1]: str(params.get("scheduled_date") or scheduled[:10])}
 
     def _started(self, state: RunState, tasks: list[TaskState]) -> None:
         """After the commit that sent them: tell the listener."""
@@ -307,6 +392,7 @@ class DurableRunner:
                     raise BrokerError(f"the dialog of run {state.run_id} ended under it")
             if ended:
                 if not self._interrupting:  # then the rest ends cancelled, not skipped
+                    ended += self._expand(tx, state)
                     ended += state.skip_after_failures(_iso(self.clock.now()))
                 for task in ended:
                     tx.execute(self.sql.set_task, task.row(state.run_id))
@@ -398,11 +484,22 @@ class DurableRunner:
             end = _iso(self.clock.now())
             with self.broker.transaction() as tx:
                 for task in state.tasks.values():
-                    if task.status in ("pending", "retrying"):
+                    if task.status in ("pending", "retrying") or (
+                            task.status == "running" and task.log_id is None):
                         task.status, task.end_time = "cancelled", end
                         tx.execute(self.sql.set_task, task.row(state.run_id))
                 state.status = "cancelled"
                 tx.execute(self.sql.set_run, ("cancelled", end, state.handle, state.run_id))
+
+
+def _instance_spec(specs: dict[str, Any], name: str) -> Any:
+    """The spec of a recorded instance ``task[i]`` of a mapped task of ``specs`` (its item
+    is only known once expanded), or None."""
+    of = mapped_of(name)
+    parent = specs.get(of[0]) if of is not None else None
+    if parent is None or parent.map is None:
+        return None
+    return dataclasses.replace(parent, name=name, map=None)
 
 
 @contextmanager

@@ -19,8 +19,9 @@ from sbroker.apps.pipeline.command import (
     with_spark,
 )
 from sbroker.apps.pipeline.durable import DurableRunner, latest_unfinished
+from sbroker.apps.pipeline.loading import load_definition
 from sbroker.apps.pipeline.model import Pipeline
-from sbroker.apps.pipeline.parser import PipelineError, load_pipeline, parse_param_overrides
+from sbroker.apps.pipeline.parser import PipelineError, parse_param_overrides
 from sbroker.apps.pipeline.rundisplay import RunDisplay
 from sbroker.apps.pipeline.runstate import RunState
 from sbroker.engine.api import BrokerAPI
@@ -39,7 +40,7 @@ def run_durable_command(path: str | Path, params: Sequence[str] = (), *,
     yields; problems with the file or the run to resume are one line on stderr, exit 2."""
     console = console or Console()
     try:
-        pipeline = load_pipeline(path, parse_param_overrides(list(params)))
+        pipeline = load_definition(path, parse_param_overrides(list(params)))
         pipeline = with_spark(pipeline, spark_master, spark_remote,
                               spark_log_file(pipeline.name) if spark_log else None)
         with pipeline_import_path(pipeline):

@@ -28,15 +28,16 @@ from types import ModuleType
 from typing import Any
 
 from sbroker.apps.pipeline import model
+from sbroker.apps.pipeline.command import check_targets, pipeline_import_path
 from sbroker.apps.pipeline.model import CALL_TARGET, PIPELINE_KEY, TASK_KEY
-from sbroker.apps.pipeline.parser import PipelineError
+from sbroker.apps.pipeline.parser import PipelineError, load_pipeline
 from sbroker.apps.pipeline.python import Pipeline, registered
 from sbroker.apps.pipeline.rules import SPARK, ancestors, classify_params
 from sbroker.apps.spark.runner import MAX_VALUE_BYTES
 from sbroker.apps.spark.tasks import PythonTask, resolve_target
 
 __all__ = ["bind_inputs", "call_task", "check_value", "find_pipeline", "is_python_target",
-           "load_python_pipeline"]
+           "load_definition", "load_python_pipeline"]
 
 _MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 MEMORY = "memory:"  # the source of a pipeline no other process can import (python.py)
@@ -50,6 +51,19 @@ def is_python_target(text: str) -> bool:
         return True
     return bool(sep and _MODULE.match(base) and _MODULE.match(attr)
                 and not Path(text).exists())
+
+
+def load_definition(target: str | Path, params: Mapping[str, str] | None = None
+                    ) -> model.Pipeline:
+    """The pipeline ``sbroker run`` (a schedule, a server taking a run over) was given: a
+    Python pipeline (``FILE.py:ATTR``, ``module:attr``) or a TOML file, whose ``python =``
+    tasks must import and get the values they take (``bind_inputs``)."""
+    if is_python_target(str(target)):
+        return load_python_pipeline(str(target), params)
+    pipeline = load_pipeline(target, params)
+    with pipeline_import_path(pipeline):
+        check_targets(pipeline)
+        return bind_inputs(pipeline)
 
 
 def load_python_pipeline(target: str, params: Mapping[str, str] | None = None

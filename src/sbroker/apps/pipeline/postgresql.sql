@@ -50,7 +50,7 @@ INSERT INTO PipelineRunTasks(RunID, Name, Position, After, Definition) VALUES (%
 -- name: run_tasks
 SELECT Name, Position, After, Definition, Status, Attempts, Failures, NextAttempt, StartTime,
     EndTime, Value, Error
-FROM PipelineRunTasks WHERE RunID = %s ORDER BY Position
+FROM PipelineRunTasks WHERE RunID = %s ORDER BY Position, length(Name), Name
 
 -- name: set_task
 -- Params: status, attempts, failures, next attempt, start, end, value (JSON), error, run id,

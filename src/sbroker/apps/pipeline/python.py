@@ -13,6 +13,7 @@ parameter nothing gives) come when the pipeline is built, the others at once.
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import hashlib
 import inspect
@@ -21,10 +22,10 @@ import marshal
 import sys
 import textwrap
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
-from typing import Any, Generic, ParamSpec, Protocol, TypeAlias, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeAlias, TypeVar, overload
 
 from sbroker.apps.pipeline import model
 from sbroker.apps.pipeline.model import CALL_TARGET, PIPELINE_KEY, TASK_KEY
@@ -44,8 +45,13 @@ from sbroker.apps.pipeline.rules import (
     parse_schedule,
     parse_timeout,
 )
+from sbroker.apps.scheduler import schema
 from sbroker.apps.spark.config import SparkConfig
 from sbroker.apps.spark.tasks import PythonTask
+from sbroker.engine.api import BrokerAPI
+
+if TYPE_CHECKING:
+    from sbroker.apps.pipeline.runstate import RunListener, RunState
 
 __all__ = ["Cron", "Every", "Pipeline", "PipelineTask", "code_digest", "registered"]
 
@@ -286,6 +292,39 @@ class Pipeline:
         self._tasks[name] = task
         return task
 
+    # -- running -----------------------------------------------------------------------------
+    def run(self, broker: BrokerAPI, params: Mapping[str, Any] | None = None, *,
+            listener: RunListener | None = None) -> RunState:
+        """Run the pipeline as a new durable run on ``broker`` until it ends; its state
+        (``.status``, ``.run_id``, ``.tasks[name].value``). ``params`` set pipeline
+        parameters by name. The executor is installed when the database has none, and a
+        broker not started is started for the run."""
+        from sbroker.apps.pipeline.durable import start_run
+
+        model = self.definition(params)
+        with _executing(broker, model):
+            return start_run(broker, model, listener=listener)
+
+    def resume(self, broker: BrokerAPI, run_id: int | None = None, *,
+               params: Mapping[str, Any] | None = None,
+               listener: RunListener | None = None) -> RunState:
+        """Resume run ``run_id`` (by default the newest run of this pipeline that did not
+        succeed) until it ends: succeeded tasks are kept unless they changed. Its parameters
+        are those the run was started with, unless ``params`` sets them."""
+        from sbroker.apps.pipeline.durable import latest_unfinished, resume_run
+        from sbroker.apps.pipeline.runs import run_params
+
+        if run_id is None:
+            run_id = latest_unfinished(broker, self.name)
+            if run_id is None:
+                raise PipelineError(f"no run of pipeline {self.name!r} to resume",
+                                    path=self.file, line=self.line)
+        known = {*self.definition().params, *RUN_CONTEXT}  # a parameter since removed: gone
+        recorded = {k: v for k, v in run_params(broker, run_id).items() if k in known}
+        model = self.definition({**recorded, **(params or {})})
+        with _executing(broker, model):
+            return resume_run(broker, model, run_id, listener=listener)
+
     # -- building the model ------------------------------------------------------------------
     def definition(self, params: Mapping[str, Any] | None = None, *,
                    text: bool = False) -> model.Pipeline:
@@ -394,6 +433,23 @@ class Pipeline:
             self.source = _found_in_module(self) or f"memory:{self.name}:{id(self):x}"
         _BUILT[self.source] = self
         return self.source
+
+
+@contextlib.contextmanager
+def _executing(broker: BrokerAPI, pipeline: model.Pipeline) -> Iterator[None]:
+    """The executor installed (when the database has none) and the broker started for the
+    run (when it is not), then stopped again."""
+    if schema.TARGET_QUEUE not in broker.catalog.queues:
+        schema.install(broker, max_queue_readers=max(pipeline.options.concurrency or 4, 4),
+                       spark=pipeline.options.spark)
+    started = not broker.started
+    if started:
+        broker.start()
+    try:
+        yield
+    finally:
+        if started:
+            broker.stop()
 
 
 def _found_in_module(pipe: Pipeline) -> str | None:

@@ -9,7 +9,7 @@ from typing import Any
 from sbroker.apps.sql import read, statements
 from sbroker.engine.api import BrokerAPI
 
-__all__ = ["get_run", "list_runs", "run_attempts"]
+__all__ = ["get_run", "list_runs", "run_attempts", "run_params"]
 
 
 def _run(row: Any) -> dict[str, Any]:
@@ -43,6 +43,12 @@ def get_run(broker: BrokerAPI, run_id: int) -> dict[str, Any] | None:
         for name, _, _, _, status, attempts, _, _, start, end, value, error
         in read(broker, q.run_tasks, (run_id,))]
     return out
+
+
+def run_params(broker: BrokerAPI, run_id: int) -> dict[str, Any]:
+    """The parameters run ``run_id`` was started with (none when there is no such run)."""
+    rows = read(broker, statements(broker, "sbroker.apps.pipeline").run_by_id, (run_id,))
+    return dict(json.loads(rows[0][3] or "{}")) if rows else {}
 
 
 def run_attempts(broker: BrokerAPI, run_id: int) -> list[dict[str, Any]]:

@@ -4,7 +4,6 @@ not touch the database: which tasks may start, which must be skipped."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import Iterable
@@ -12,18 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sbroker.apps.pipeline.model import Pipeline, TaskSpec
-from sbroker.apps.spark.tasks import task_to_dict
 
-__all__ = ["DONE", "RunListener", "RunState", "TaskState", "definition", "dependants"]
+__all__ = ["DONE", "RunListener", "RunState", "TaskState", "dependants"]
 
 DONE = frozenset({"succeeded", "failed", "skipped", "cancelled"})
-
-
-def definition(spec: TaskSpec) -> str:
-    """A digest of what the task runs (its text or function and arguments, after parameter
-    substitution): a resume runs a task again when it changed."""
-    body = json.dumps(task_to_dict(spec.task), sort_keys=True, default=str)
-    return hashlib.sha256(body.encode("utf-8")).hexdigest()[:32]
 
 
 def dependants(tasks: Iterable[TaskSpec], names: set[str]) -> set[str]:
@@ -93,6 +84,7 @@ class RunState:
     interrupted: bool = False
     started_at: float = field(default_factory=time.monotonic)
     finished_at: float | None = None
+    scheduled_for: str | None = None  # ISO time: the run's start (docs/pipelines.md)
 
     @property
     def ok(self) -> bool:
@@ -115,7 +107,8 @@ class RunState:
         succeeded = {n for n, t in self.tasks.items() if t.status == "succeeded"}
         out = []
         for t in self.tasks.values():
-            waited = t.status == "pending" and succeeded.issuperset(t.spec.after)
+            waited = (t.status == "pending" and t.spec.map is None  # mapped: expanded
+                      and succeeded.issuperset(t.spec.after))
             if waited or (t.status == "retrying" and (t.next_attempt or 0.0) <= now):
                 out.append(t)
         return out

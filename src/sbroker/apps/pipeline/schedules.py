@@ -24,8 +24,9 @@ from typing import Any
 from croniter import croniter
 
 from sbroker.apps.pipeline.durable import DurableRunner
+from sbroker.apps.pipeline.loading import load_definition
 from sbroker.apps.pipeline.model import Pipeline, Schedule
-from sbroker.apps.pipeline.parser import PipelineError, load_pipeline
+from sbroker.apps.pipeline.parser import PipelineError
 from sbroker.apps.pipeline.runstate import RunState
 from sbroker.apps.sql import read, statements
 from sbroker.core.errors import BrokerError
@@ -104,7 +105,8 @@ def add_schedule(broker: BrokerAPI, pipeline: Pipeline, *, overrides: Mapping[st
         handle = tx.begin_dialog(SCHEDULE_SERVICE, SCHEDULE_SERVICE)
         tx.begin_conversation_timer(handle, max(0.001, next_due - now))
         tx.execute(q.upsert_schedule, (
-            pipeline.name, str(pipeline.path.resolve() if pipeline.path else ""),
+            pipeline.name, pipeline.source or str(pipeline.path.resolve() if pipeline.path
+                                                  else ""),
             json.dumps(dict(overrides)), schedule.every, schedule.cron, schedule.timezone,
             int(schedule.catchup), schedule.overlap, next_due, handle,
             dt.datetime.now(dt.UTC).isoformat()))
@@ -163,7 +165,7 @@ def fire(broker: BrokerAPI, tx: Transaction, handle: str) -> list[RunState]:
     if not fires:
         return []
     try:
-        pipeline = load_pipeline(file, json.loads(params or "{}"))
+        pipeline = load_definition(file, json.loads(params or "{}"))
     except PipelineError as exc:
         log.error("schedule %s: cannot load its pipeline: %s", name, exc)
         return []

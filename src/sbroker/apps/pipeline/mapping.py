@@ -1,0 +1,135 @@
+"""Mapped tasks in a run (docs/pipelines.md), as the runner holds them; no database here.
+
+A mapped task (``spec.map`` set) never sends an attempt of its own. Once every task it comes
+after has succeeded, it is *expanded*: one instance ``task[i]`` per item of the value it
+maps over, each a task of the run like any other (retried, timed out and resumed on its own,
+counted in ``concurrency``), placed after it; the mapped task is ``running`` while they
+run. When they have all ended it ends: ``succeeded`` with the list of their values in order,
+or ``failed``. A value that is not a list fails it at once; an empty list succeeds it.
+On a resume a mapped task that does not run again is expanded anew from the value it maps
+over, and each instance keeps its outcome when its definition (its item included) did not
+change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sbroker.apps.pipeline.runstate import DONE, RunState, TaskState
+from sbroker.apps.pipeline.values import definition, expand, mapped_of
+
+__all__ = ["Expansion", "expand_ready", "is_mapped", "settle_mapped"]
+
+
+def is_mapped(task: TaskState) -> bool:
+    """True for a mapped task itself (not one of its instances)."""
+    return task.spec.map is not None
+
+
+@dataclass
+class Expansion:
+    """What expanding changed: instances to insert as rows, tasks whose row changed."""
+
+    new: list[TaskState] = field(default_factory=list)
+    changed: list[TaskState] = field(default_factory=list)
+
+
+Stored = Mapping[str, tuple[TaskState, str]]  # recorded instances: state, definition
+
+
+def expand_ready(state: RunState, end_time: str, stored: Stored | None = None) -> Expansion:
+    """Expand every pending mapped task whose ``after`` all succeeded, until none is left
+    (an empty list succeeds a mapped task at once, which may free another). ``stored``:
+    on a resume, the instances recorded before, by name, with their definitions: one whose
+    definition did not change keeps its outcome (or its open attempt)."""
+    out = Expansion()
+    grew = True
+    while grew:
+        succeeded = {n for n, t in state.tasks.items() if t.status == "succeeded"}
+        ready = [t for t in state.tasks.values() if is_mapped(t) and t.status == "pending"
+                 and succeeded.issuperset(t.spec.after)]
+        for task in ready:
+            _expand_one(state, task, end_time, stored or {}, out)
+        grew = bool(ready)
+    return out
+
+
+def _expand_one(state: RunState, task: TaskState, end_time: str, stored: Stored,
+                out: Expansion) -> None:
+    assert task.spec.map is not None
+    specs = expand(task.spec, state.tasks[task.spec.map].value)
+    out.changed.append(task)
+    if isinstance(specs, str):  # not a list: the mapped task fails, its value unknown
+        task.status, task.error, task.end_time, task.value = "failed", specs, end_time, None
+        return
+    instances: list[TaskState] = []
+    for spec in specs:
+        old, old_definition = stored.get(spec.name, (None, None))
+        if old is not None and old_definition == definition(spec):
+            old.spec = spec
+            old.kept = old.status == "succeeded"
+            if not old.kept and old.log_id is None:  # runs again, as any task of a resume
+                old.status, old.failures, old.next_attempt = "pending", 0, None
+                old.end_time, old.error, old.value = None, None, None
+            instances.append(old)
+            out.changed.append(old)
+        else:
+            instances.append(TaskState(spec))
+            (out.new if old is None else out.changed).append(instances[-1])
+    task.status, task.start_time = "running", task.start_time or end_time
+    _place(state, task.name, instances)
+    settle_mapped(state, end_time, only=task.name)
+
+
+def _place(state: RunState, after: str, instances: list[TaskState]) -> None:
+    """Put ``instances`` right after task ``after`` in the run's task order."""
+    tasks: dict[str, TaskState] = {}
+    for name, task in state.tasks.items():
+        tasks[name] = task
+        if name == after:
+            tasks.update((i.name, i) for i in instances)
+    state.tasks.clear()
+    state.tasks.update(tasks)
+
+
+def settle_mapped(state: RunState, end_time: str, only: str | None = None
+                  ) -> list[TaskState]:
+    """Every running mapped task whose instances have all ended, ended: ``succeeded``
+    with their values in order, or ``failed`` naming the instances that did not succeed;
+    the tasks ended."""
+    out = []
+    for task in list(state.tasks.values()):
+        if not is_mapped(task) or task.status != "running" or only not in (None, task.name):
+            continue
+        instances = instances_of(state, task.name)
+        if not all(i.status in DONE and i.log_id is None for i in instances):
+            continue
+        failed = [i for i in instances if i.status != "succeeded"]
+        if not failed:
+            task.status, task.error = "succeeded", None
+            task.value = [i.value for i in instances]
+        else:
+            first = failed[0]
+            task.status, task.value = "failed", None
+            task.error = (f"{len(failed)} of {len(instances)} instances did not succeed "
+                          f"(first {first.name}: {first.error or first.status})")
+        task.end_time = end_time
+        out.append(task)
+    return out
+
+
+def instances_of(state: RunState, name: str) -> list[TaskState]:
+    """The instances of mapped task ``name`` in the run, in item order."""
+    found = []
+    for task in state.tasks.values():
+        of = mapped_of(task.name)
+        if of is not None and of[0] == name:
+            found.append((of[1], task))
+    return [t for _, t in sorted(found, key=lambda pair: pair[0])]
+
+
+def values_of(state: RunState) -> dict[str, Any]:
+    """The value of every task that succeeded, by name: what the tasks after them get."""
+    return {n: t.value for n, t in state.tasks.items() if t.status == "succeeded"}
