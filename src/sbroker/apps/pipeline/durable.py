@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from sbroker.apps.pipeline.command import pipeline_import_path
-from sbroker.apps.pipeline.mapping import expand_ready, settle_mapped, values_of
+from sbroker.apps.pipeline.mapping import expand_ready, settle_mapped
 from sbroker.apps.pipeline.model import Pipeline
 from sbroker.apps.pipeline.parser import PipelineError
 from sbroker.apps.pipeline.rules import RUN_CONTEXT
@@ -326,9 +326,10 @@ class DurableRunner:
             return []
         now, handle = self.clock.now(), state.handle
         assert handle is not None
-        values, context = values_of(state), self._context(state)
+        context = self._context(state)
         for task in ready:
             trace = self._trace
+            values = {n: state.tasks[n].value for n in task.spec.inputs if n in state.tasks}
             sent = attempt_task(task.spec, values, context)
             if trace is None:
                 log_id = send_task(self.broker, tx, handle, sent, self.pipeline.name)

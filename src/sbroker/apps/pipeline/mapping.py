@@ -13,14 +13,15 @@ change.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from sbroker.apps.pipeline.runstate import DONE, RunState, TaskState
-from sbroker.apps.pipeline.values import definition, expand, mapped_of
+from sbroker.apps.pipeline.values import definition, expand, instance_name
 
-__all__ = ["Expansion", "expand_ready", "is_mapped", "settle_mapped"]
+__all__ = ["Expansion", "Stored", "expand_ready", "instances_of", "is_mapped",
+           "settle_mapped"]
 
 
 def is_mapped(task: TaskState) -> bool:
@@ -45,11 +46,12 @@ def expand_ready(state: RunState, end_time: str, stored: Stored | None = None) -
     on a resume, the instances recorded before, by name, with their definitions: one whose
     definition did not change keeps its outcome (or its open attempt)."""
     out = Expansion()
+    mapped = [state.tasks[s.name] for s in state.pipeline.dag
+              if s.map is not None and s.name in state.tasks]
     grew = True
     while grew:
-        succeeded = {n for n, t in state.tasks.items() if t.status == "succeeded"}
-        ready = [t for t in state.tasks.values() if is_mapped(t) and t.status == "pending"
-                 and succeeded.issuperset(t.spec.after)]
+        ready = [t for t in mapped if t.status == "pending" and all(
+            state.tasks[a].status == "succeeded" for a in t.spec.after if a in state.tasks)]
         for task in ready:
             _expand_one(state, task, end_time, stored or {}, out)
         grew = bool(ready)
@@ -100,11 +102,14 @@ def settle_mapped(state: RunState, end_time: str, only: str | None = None
     with their values in order, or ``failed`` naming the instances that did not succeed;
     the tasks ended."""
     out = []
-    for task in list(state.tasks.values()):
-        if not is_mapped(task) or task.status != "running" or only not in (None, task.name):
+    for spec in state.pipeline.dag:
+        task = state.tasks.get(spec.name)
+        if (task is None or spec.map is None or task.status != "running"
+                or only not in (None, task.name)):
             continue
         instances = instances_of(state, task.name)
-        if not all(i.status in DONE and i.log_id is None for i in instances):
+        # the last instances start last: looking from the end finds one still going soonest
+        if not all(i.status in DONE and i.log_id is None for i in reversed(instances)):
             continue
         failed = [i for i in instances if i.status != "succeeded"]
         if not failed:
@@ -121,15 +126,12 @@ def settle_mapped(state: RunState, end_time: str, only: str | None = None
 
 
 def instances_of(state: RunState, name: str) -> list[TaskState]:
-    """The instances of mapped task ``name`` in the run, in item order."""
-    found = []
-    for task in state.tasks.values():
-        of = mapped_of(task.name)
-        if of is not None and of[0] == name:
-            found.append((of[1], task))
-    return [t for _, t in sorted(found, key=lambda pair: pair[0])]
-
-
-def values_of(state: RunState) -> dict[str, Any]:
-    """The value of every task that succeeded, by name: what the tasks after them get."""
-    return {n: t.value for n, t in state.tasks.items() if t.status == "succeeded"}
+    """The instances of mapped task ``name`` in the run, in item order (its expansion put
+    them right after it)."""
+    out: list[TaskState] = []
+    for index in itertools.count():
+        task = state.tasks.get(instance_name(name, index))
+        if task is None:
+            return out
+        out.append(task)
+    return out
