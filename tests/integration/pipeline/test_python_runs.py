@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 import textwrap
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -268,3 +269,32 @@ python = "toml_steps:total"
     assert state.status == "succeeded", {n: t.error for n, t in state.tasks.items()}
     assert state.tasks["size"].value == [2, 4, 6]
     assert state.tasks["total"].value == {"n": 3, "sum": 12}
+
+
+def test_each_instance_has_its_own_timeout_and_retries(sqlite_broker: sbroker.Broker,
+                                                      tmp_path: Path) -> None:
+    release = threading.Event()
+    pipe = sbroker.Pipeline("p", retries=1, retry_delay="10ms")
+
+    @pipe.task()
+    def items() -> list[int]:
+        return [0, 1, 2]
+
+    @pipe.task(map=items, timeout="200ms", retries=0)
+    def each(item: int) -> int:
+        if item == 1:
+            release.wait(1.0)  # past its timeout: stopped, failed; the others go on
+        return item
+
+    try:
+        state = pipe.run(sqlite_broker)
+    finally:
+        release.set()
+    assert state.status == "failed"
+    assert [state.tasks[f"each[{i}]"].status for i in range(3)] == [
+        "succeeded", "failed", "succeeded"]
+    assert state.tasks["each[1]"].error is not None
+    assert state.tasks["each[1]"].error.startswith("timed out after 0.2 s")
+    assert state.tasks["each"].error == ("1 of 3 instances did not succeed (first each[1]: "
+                                         f"{state.tasks['each[1]'].error})")
+    assert attempts(sqlite_broker, state.run_id)["each[1]"] == 1
