@@ -256,6 +256,8 @@ def test_a_toml_task_with_a_parameter_nothing_gives(tmp_path: Path) -> None:
     ('map = "a"\nafter = ["x"]', r"t\.toml:8: task 'b' comes after 'x', which is not a task"),
     ("map = 3", r"t\.toml:7: task 'b': 'map' must be the name of a task"),
     ('map = "b"', r"t\.toml:7: task 'b': a task cannot come after itself"),
+    ('map = "a"\nargs = [1]', r"t\.toml:8: task 'b': a mapped SQL task binds its item as "
+                             r":item: its 'args' must be a table"),
 ])
 def test_bad_maps_in_toml(lines: str, match: str) -> None:
     text = ('[pipeline]\nname = "t"\n[[task]]\nname = "a"\nsql = "SELECT 1"\n[[task]]\n'

@@ -394,6 +394,9 @@ class _Parser:
         if mapped is not None and (not isinstance(mapped, str) or not mapped):
             raise error("'map' must be the name of a task (it runs once per item of that "
                         "task's value, a list)", "map")
+        if mapped is not None and isinstance(task, SparkSQL) and isinstance(task.args, list):
+            raise error("a mapped SQL task binds its item as :item: its 'args' must be a "
+                        "table, not an array", "args")
         if mapped is not None:
             after = [mapped, *after]  # a mapped task comes after the task it maps over
         if name in after:
