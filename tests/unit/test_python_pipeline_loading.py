@@ -7,7 +7,6 @@ from __future__ import annotations
 import datetime as dt
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,8 @@ from sbroker.apps.pipeline.loading import (
 )
 from sbroker.apps.pipeline.model import PIPELINE_KEY, TASK_KEY
 from sbroker.apps.spark.tasks import PythonTask
+
+pytestmark = pytest.mark.usefixtures("own_imports")
 
 FLOW = '''
 import sbroker
@@ -45,14 +46,6 @@ def total(spark, square, numbers):
 '''
 
 
-@pytest.fixture(autouse=True)
-def _own_imports(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """What a test imports and puts on sys.path is gone after it."""
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    before = set(sys.modules)
-    yield
-    for name in set(sys.modules) - before:
-        del sys.modules[name]
 
 
 def write(folder: Path, name: str, text: str) -> Path:

@@ -6,15 +6,15 @@ so no JVM starts."""
 from __future__ import annotations
 
 import json
-import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from sbroker.cli.main import main
+
+pytestmark = pytest.mark.usefixtures("own_imports")
 
 FLOW = '''
 import pathlib
@@ -42,15 +42,6 @@ def total(load, days):
 '''
 
 
-@pytest.fixture(autouse=True)
-def _own_imports(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """What a test imports and puts on sys.path is gone after it (each CLI run here is in
-    this process, as the runs of one `sbroker` process would be)."""
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    before = set(sys.modules)
-    yield
-    for name in set(sys.modules) - before:
-        del sys.modules[name]
 
 
 def cli(*args: str) -> tuple[int, str, str]:

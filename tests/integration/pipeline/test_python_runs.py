@@ -20,36 +20,25 @@ from sbroker.apps.pipeline import parse_pipeline, run_attempts, start_run
 from sbroker.apps.pipeline.loading import bind_inputs, find_pipeline
 from sbroker.apps.spark import StubRunner
 
+pytestmark = pytest.mark.usefixtures("own_imports")
+
+
+def started(target: str | Path) -> sbroker.Broker:
+    b = sbroker.Broker.open(target)
+    b.install_executor(max_queue_readers=4, runner=StubRunner())
+    return b.start()
+
 
 @pytest.fixture
 def broker(database: str) -> Iterator[sbroker.Broker]:
-    b = sbroker.Broker.open(database)
-    b.install_executor(max_queue_readers=4, runner=StubRunner())
-    b.start()
-    try:
+    with started(database) as b:
         yield b
-    finally:
-        b.close()
 
 
 @pytest.fixture
 def sqlite_broker(tmp_path: Path) -> Iterator[sbroker.Broker]:
-    b = sbroker.Broker.open(tmp_path / "runs.db")
-    b.install_executor(max_queue_readers=4, runner=StubRunner())
-    b.start()
-    try:
+    with started(tmp_path / "runs.db") as b:
         yield b
-    finally:
-        b.close()
-
-
-@pytest.fixture(autouse=True)
-def _own_imports(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    before = set(sys.modules)
-    yield
-    for name in set(sys.modules) - before:
-        del sys.modules[name]
 
 
 def attempts(broker: sbroker.Broker, run_id: int) -> dict[str, int]:
