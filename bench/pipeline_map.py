@@ -230,7 +230,8 @@ def _report(results: dict[str, list[dict[str, float]]], errors: dict[str, str], 
                         "workers)")
     for column in ("system", "wall s", "ms / item", "CPU s", "CPU ms / item", "runs",
                    "x sbroker-map"):
-        table.add_column(column, justify="left" if column == "system" else "right")
+        table.add_column(column, justify="left" if column == "system" else "right",
+                         no_wrap=column == "system")
     base = results.get("sbroker-map")
     base_s = statistics.median(r["seconds"] for r in base) if base else None
     for system, runs in results.items():
