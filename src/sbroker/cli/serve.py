@@ -67,9 +67,10 @@ def serve(ctx: click.Context, durability: str, with_dashboard: bool, host: str, 
     require_database(ctx)
 
     def ready(broker: Broker) -> None:
-        from sbroker.apps.pipeline.schedule_service import ScheduleService
+        from sbroker.apps.pipeline.service import PipelineService
 
-        broker.add_service(ScheduleService(broker))  # starts the due runs of schedules
+        # schedules' due runs, submitted runs, and runs whose driver is gone: driven here
+        broker.add_service(PipelineService(broker))
         address = broker.network.address
         where = f"listening on {address[0]}:{address[1]}" if address else "no endpoint"
         click.echo(f"sbroker: serving {ctx.obj['db']} ({where}); SIGINT or SIGTERM stops it")

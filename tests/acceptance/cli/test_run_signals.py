@@ -1,7 +1,7 @@
 """``sbroker run`` stopped by SIGTERM behaves as Ctrl-C: the running tasks are cancelled, the
-summary is printed, every unfinished ExecutionLog row says cancelled, the run is left
-``cancelled`` (resumable), and the exit code is 143 (128 + SIGTERM). A real process, as a
-user or a service manager stops it."""
+summary is printed, every unfinished ExecutionLog row says cancelled, the tasks not started
+stay pending, the run is left ``cancelled`` (resumable), and the exit code is 143 (128 +
+SIGTERM). A real process, as a user or a service manager stops it."""
 
 from __future__ import annotations
 
@@ -108,4 +108,4 @@ def test_sigterm_cancels_the_stage_prints_the_summary_and_exits_143(tmp_path: Pa
         run = get_run(b, 1)
     assert statuses == ["cancelled", "cancelled"]
     assert run is not None and run["status"] == "cancelled"
-    assert [t["status"] for t in run["tasks"]] == ["cancelled"] * 3
+    assert [t["status"] for t in run["tasks"]] == ["cancelled", "cancelled", "pending"]

@@ -16,8 +16,6 @@ import sbroker
 from sbroker.apps.dashboard import DashboardOptions, create_app, timeline
 from sbroker.apps.dashboard.demo import run_demo_pipeline
 from sbroker.apps.dashboard.timeline import stages_of
-from sbroker.apps.pipeline import LocalScheduler
-from sbroker.apps.pipeline.record import RunRecorder, recorder_for
 from sbroker.apps.scheduler.executor import executor_state, serve
 from sbroker.apps.spark import StubRunner
 
@@ -39,7 +37,7 @@ def test_the_gantt_chart_names_each_stage_and_task_and_shows_a_failure(
         pair: sbroker.Broker, runner: StubRunner, client: TestClient) -> None:
     ok = run_demo_pipeline(pair, runner)
     failed = run_demo_pipeline(pair, runner, fail=True)
-    assert ok.ok and not failed.ok
+    assert ok.ok and not failed.ok  # durable runs: their attempts name their tasks
     html = client.get("/scheduler").text
     assert labels(html) == 2 * ["extract", "orders", "customers", "aggregate", "by_month",
                                 "by_product", "by_customer", "report", "monthly_report"]
@@ -114,8 +112,7 @@ def row(log_id: int, queued: float, start: float, end: float) -> dict[str, objec
     base = dt.datetime(2026, 11, 24, 9, 0, tzinfo=dt.UTC)
     iso = [(base + dt.timedelta(seconds=t)).isoformat() for t in (queued, start, end)]
     return {"LogID": log_id, "QueuedTime": iso[0], "StartTime": iso[1], "EndTime": iso[2],
-            "Status": "succeeded", "Stage": None, "StageIndex": None, "Error": None,
-            "Task": "{}"}
+            "Status": "succeeded", "TaskName": None, "Error": None, "Task": "{}"}
 
 
 def test_stages_are_inferred_when_none_were_recorded() -> None:
@@ -123,14 +120,6 @@ def test_stages_are_inferred_when_none_were_recorded() -> None:
              row(5, 5.5, 6, 6.5)]
     assert [(name, [t["LogID"] for t in ts]) for name, ts in stages_of(tasks)] == [
         ("stage 1", [1, 2]), ("stage 2", [3]), ("stage 3", [4, 5])]
-
-
-def test_only_a_brokers_scheduler_gets_a_recorder(pair: sbroker.Broker) -> None:
-    with LocalScheduler(StubRunner()) as local:
-        assert recorder_for(local) is None
-    pair.install_executor(runner=StubRunner())
-    with pair.scheduler("x") as s:
-        assert isinstance(recorder_for(s), RunRecorder)
 
 
 def test_a_long_run_is_drawn_by_its_stages_and_failed_tasks() -> None:

@@ -1,5 +1,5 @@
-"""Pipeline tests run without a JVM: tasks go to a StubRunner (through a LocalScheduler, or
-the executor of a broker on each backend)."""
+"""Pipeline tests run without a JVM: tasks go to a StubRunner (through the executor of a
+broker on each backend)."""
 
 from __future__ import annotations
 

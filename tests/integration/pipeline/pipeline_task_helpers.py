@@ -41,3 +41,16 @@ def note(spark: Any, path: str, name: str, value: int = 0) -> int:
     with open(path, "a", encoding="utf-8") as out:
         out.write(name + "\n")
     return value
+
+
+def hang(spark: Any, release: str, seconds: float = 60.0) -> str:
+    """A task whose code ignores cancel: it returns only once the file ``release`` exists
+    (or after ``seconds``)."""
+    import threading
+
+    tick = threading.Event()
+    for _ in range(int(seconds / 0.02)):
+        if Path(release).exists():
+            return "released"
+        tick.wait(0.02)
+    return "never released"

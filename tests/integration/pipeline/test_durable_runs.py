@@ -150,7 +150,11 @@ def test_a_timed_out_attempt_is_cancelled_and_counts_as_failed(
     assert state.tasks["slow"].attempts == 2
     assert state.tasks["slow"].error == "timed out after 0.1 s"
     rows = attempts_of(broker, state.run_id)["slow"]
-    assert [r["status"] for r in rows] == ["cancelled", "cancelled"]  # the runner cancelled
+    assert [r["status"] for r in rows] == ["failed", "failed"]  # recorded at the deadline
+    end = time.monotonic() + 30  # and the executor was asked to stop each: it did
+    while sorted(r["Status"] for r in broker.view("ExecutionLog")) != ["cancelled"] * 2:
+        assert time.monotonic() < end, broker.view("ExecutionLog")
+        threading.Event().wait(0.01)
 
 
 def test_resume_keeps_succeeded_tasks_and_runs_the_others(
@@ -199,6 +203,7 @@ def test_the_resume_takes_the_async_done_a_dead_run_left(
     dead = DurableRunner(broker, p)
     state = dead.create()
     dead._start_ready(state)  # a and b sent; this "process" dies before taking their results
+    dead.hand_back(state)  # (its lease ends, as a dead driver's does)
     end = time.monotonic() + 30
     while len(broker.peek("QueueAsyncInitiator")) < 2:
         assert time.monotonic() < end, "the executor never answered"
@@ -223,7 +228,9 @@ def test_runs_are_listed_newest_first_with_the_keys_spec_names(
     assert [r["run_id"] for r in list_runs(broker, "one")] == [one.run_id]
     shown = get_run(broker, two.run_id)
     assert shown is not None
-    assert set(shown) == {"run_id", "pipeline", "status", "start_time", "end_time", "tasks"}
+    assert set(shown) == {"run_id", "pipeline", "status", "start_time", "end_time", "tasks",
+                          "driver", "takeovers"}
+    assert shown["driver"] is None and shown["takeovers"] == 0
     assert [set(t) for t in shown["tasks"]] == [
         {"name", "status", "attempts", "start_time", "end_time", "value", "error"}]
     assert get_run(broker, 999) is None

@@ -12,10 +12,10 @@ import pytest
 
 import sbroker
 from sbroker.apps.pipeline import list_runs, load_pipeline
-from sbroker.apps.pipeline.durable import DurableRunner
+from sbroker.apps.pipeline.runner import DurableRunner
 from sbroker.apps.pipeline.runstate import RunState
-from sbroker.apps.pipeline.schedule_service import ScheduleService
 from sbroker.apps.pipeline.schedules import add_schedule, list_schedules, remove_schedule
+from sbroker.apps.pipeline.service import PipelineService
 from sbroker.apps.spark import StubRunner
 
 HOUR = 3600.0
@@ -57,7 +57,7 @@ def _sql(broker: sbroker.Broker, text: str) -> str:
     return text.replace("?", "%s") if broker.dialect == "postgresql" else text
 
 
-def _take(services: list[ScheduleService]) -> list[list[RunState]]:
+def _take(services: list[PipelineService]) -> list[list[RunState]]:
     """Both servers poll the timers at once; what each created."""
     out: list[list[RunState]] = [[] for _ in services]
     threads = [threading.Thread(target=lambda i=i: out[i].extend(services[i].poll(3.0)))
@@ -87,7 +87,7 @@ def test_each_due_run_is_created_once_by_one_of_the_servers(
         hosts: list[sbroker.Broker], tmp_path: Path) -> None:
     path = _file(tmp_path, '[schedule]\nevery = "1h"\ncatchup = true\noverlap = "queue"\n')
     add_schedule(hosts[0], load_pipeline(path), overrides={})
-    services = [ScheduleService(b) for b in hosts]
+    services = [PipelineService(b) for b in hosts]
     _fall_due(hosts[0], 4.5)  # due 4.5 h, 3.5 h, ... 0.5 h ago: five runs
     created = _take(services)
     assert sorted(len(c) for c in created) == [0, 5]
@@ -103,7 +103,7 @@ def test_without_catchup_missed_runs_are_one_and_skip_records_an_overlap(
         hosts: list[sbroker.Broker], tmp_path: Path) -> None:
     add_schedule(hosts[0], load_pipeline(_file(tmp_path, '[schedule]\nevery = "1h"\n')),
                  overrides={})
-    services = [ScheduleService(b) for b in hosts]
+    services = [PipelineService(b) for b in hosts]
     _fall_due(hosts[0], 4.5)
     assert sorted(len(c) for c in _take(services)) == [0, 1]
     _fall_due(hosts[0], 0.5)  # the first run is still "running": this one is skipped

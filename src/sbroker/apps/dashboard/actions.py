@@ -1,5 +1,5 @@
 """The administrator's actions (each a POST of the dashboard): re-enable a queue, re-drive
-poison messages, cancel a scheduler task, end a conversation with cleanup.
+poison messages, cancel a scheduler task or a pipeline run, end a conversation with cleanup.
 
 Re-driving many messages sends each in a transaction of its own (``sbroker.poison.redrive``
 marks the record re-driven and sends its message in one commit): an action cut off half way
@@ -14,6 +14,8 @@ from typing import Any
 
 from sbroker.apps import poison
 from sbroker.apps.dashboard.reader import BadRequest, Reader, queue_status
+from sbroker.apps.pipeline.control import cancel_run as cancel_pipeline_run
+from sbroker.apps.pipeline.parser import PipelineError
 from sbroker.apps.scheduler import cancel_task
 from sbroker.core.errors import BrokerError, ConversationNotFoundError
 from sbroker.engine.api import BrokerAPI
@@ -92,6 +94,14 @@ def cancel(broker: BrokerAPI, log_id: int) -> str:
     if cancel_task(broker, log_id):
         return f"task {log_id}: cancel requested"
     raise BadRequest(f"task {log_id} is not queued or running: nothing to cancel", 409)
+
+
+def cancel_run(broker: BrokerAPI, run_id: int) -> str:
+    """Cancel a pipeline run, as `sbroker runs cancel` does."""
+    try:
+        return cancel_pipeline_run(broker, run_id)
+    except PipelineError as exc:
+        raise BadRequest(str(exc), 409) from None
 
 
 def end_conversation(broker: BrokerAPI, handle: str) -> str:

@@ -9,8 +9,8 @@ from typing import Any, Protocol
 
 from sbroker.apps import poison
 from sbroker.apps.pipeline.model import Pipeline, Stage, TaskSpec
-from sbroker.apps.pipeline.record import RunRecorder
-from sbroker.apps.pipeline.run import PipelineRun, run_pipeline
+from sbroker.apps.pipeline.runner import start_run
+from sbroker.apps.pipeline.runstate import RunState
 from sbroker.apps.spark.stub import StubRunner
 from sbroker.apps.spark.tasks import PythonTask, SparkSQL
 from sbroker.core.messages import Message
@@ -33,7 +33,7 @@ FAILING_SQL = "SELECT * FROM missing_table"
 
 class DemoBroker(BrokerAPI, Protocol):
     """What the demo uses beyond the applications' facade: a route, the executor, starting
-    and stopping, and a scheduler (``sbroker.Broker`` has them all)."""
+    and stopping (``sbroker.Broker`` has them all)."""
 
     def create_route(self, name: str, service_name: str | None = None,
                      address: str = "LOCAL", broker_instance: str | None = None,
@@ -46,8 +46,6 @@ class DemoBroker(BrokerAPI, Protocol):
 
     def stop(self) -> None: ...
 
-    def scheduler(self, name: str | None = None, *, max_concurrency: int | None = None,
-                  priority: int | None = None) -> Any: ...
 
 
 def work(spark: Any, seconds: float = 0.0) -> dict[str, float]:
@@ -120,13 +118,11 @@ def demo_pipeline(seconds: float = 0.0, *, fail: bool = False) -> Pipeline:
 
 
 def run_demo_pipeline(broker: DemoBroker, runner: StubRunner, *, seconds: float = 0.0,
-                      fail: bool = False) -> PipelineRun:
-    """Run the demo pipeline through the broker's scheduler (its stages recorded); the broker
-    must be started with the executor installed on ``runner``."""
+                      fail: bool = False) -> RunState:
+    """Run the demo pipeline as a durable run; the broker must be started with the executor
+    installed on ``runner``."""
     runner.on(FAILING_SQL, error=RuntimeError("[TABLE_OR_VIEW_NOT_FOUND] missing_table"))
-    with broker.scheduler("orders", max_concurrency=4) as scheduler:
-        recorder = RunRecorder(broker, scheduler.handle)
-        return run_pipeline(demo_pipeline(seconds, fail=fail), scheduler, observer=recorder)
+    return start_run(broker, demo_pipeline(seconds, fail=fail))
 
 
 def fill(broker: DemoBroker, *, seconds: float = 0.0) -> StubRunner:

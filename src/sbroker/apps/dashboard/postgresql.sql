@@ -91,20 +91,14 @@ SELECT SchedulerHandle AS "SchedulerHandle", min(Pool) AS pool, min(QueuedTime) 
        sum(CASE WHEN Status IN ('failed', 'cancelled') THEN 1 ELSE 0 END) AS failed_tasks
 FROM ExecutionLog GROUP BY SchedulerHandle ORDER BY max(LogID) DESC LIMIT %(limit)s
 
--- name: run_tasks_staged
+-- name: run_tasks
+-- A run's tasks, each with the name its pipeline run gave it (its attempt's; NULL for tasks
+-- that other code sent).
 SELECT l.LogID AS "LogID", l.Status AS "Status", l.QueuedTime AS "QueuedTime",
        l.StartTime AS "StartTime", l.EndTime AS "EndTime", l.Error AS "Error",
-       l.Task AS "Task", l.Worker AS "Worker", p.StageIndex AS "StageIndex",
-       p.Stage AS "Stage", p.Task AS "TaskName"
-FROM ExecutionLog l LEFT JOIN PipelineTasks p ON p.LogID = l.LogID
+       l.Task AS "Task", l.Worker AS "Worker", p.Task AS "TaskName"
+FROM ExecutionLog l LEFT JOIN PipelineAttempts p ON p.LogID = l.LogID
 WHERE l.SchedulerHandle = %(handle)s ORDER BY l.LogID LIMIT 2000
-
--- name: run_tasks
-SELECT LogID AS "LogID", Status AS "Status", QueuedTime AS "QueuedTime",
-       StartTime AS "StartTime", EndTime AS "EndTime", Error AS "Error", Task AS "Task",
-       Worker AS "Worker", NULL::integer AS "StageIndex", NULL::text AS "Stage",
-       NULL::text AS "TaskName"
-FROM ExecutionLog WHERE SchedulerHandle = %(handle)s ORDER BY LogID LIMIT 2000
 
 -- name: metrics_transmission
 SELECT to_service_name, count(*) AS messages FROM transmission_queue GROUP BY to_service_name

@@ -83,18 +83,13 @@ SELECT SchedulerHandle, min(Pool) AS pool, min(QueuedTime) AS queued, max(EndTim
        sum(CASE WHEN Status IN ('failed', 'cancelled') THEN 1 ELSE 0 END) AS failed_tasks
 FROM ExecutionLog GROUP BY SchedulerHandle ORDER BY max(LogID) DESC LIMIT :limit
 
--- name: run_tasks_staged
--- A run's tasks with the stage the pipeline recorded for each (table PipelineTasks).
-SELECT l.LogID, l.Status, l.QueuedTime, l.StartTime, l.EndTime, l.Error, l.Task, l.Worker,
-       p.StageIndex, p.Stage, p.Task AS TaskName
-FROM ExecutionLog l LEFT JOIN PipelineTasks p ON p.LogID = l.LogID
-WHERE l.SchedulerHandle = :handle ORDER BY l.LogID LIMIT 2000
-
 -- name: run_tasks
--- The same for a database where no pipeline recorded stages.
-SELECT LogID, Status, QueuedTime, StartTime, EndTime, Error, Task, Worker,
-       NULL AS StageIndex, NULL AS Stage, NULL AS TaskName
-FROM ExecutionLog WHERE SchedulerHandle = :handle ORDER BY LogID LIMIT 2000
+-- A run's tasks, each with the name its pipeline run gave it (its attempt's; NULL for tasks
+-- that other code sent).
+SELECT l.LogID, l.Status, l.QueuedTime, l.StartTime, l.EndTime, l.Error, l.Task, l.Worker,
+       p.Task AS TaskName
+FROM ExecutionLog l LEFT JOIN PipelineAttempts p ON p.LogID = l.LogID
+WHERE l.SchedulerHandle = :handle ORDER BY l.LogID LIMIT 2000
 
 -- name: metrics_transmission
 SELECT to_service_name, count(*) AS messages FROM transmission_queue GROUP BY to_service_name

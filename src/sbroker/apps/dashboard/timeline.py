@@ -1,11 +1,12 @@
 """The scheduler page: running tasks, the searchable ExecutionLog, and a Gantt timeline of each
 pipeline run's stages and tasks, laid out here and drawn as SVG by the template.
 
-A run is the tasks of one scheduler dialog (``ExecutionLog.SchedulerHandle``: ``sbroker run``
-opens one scheduler per run).  Stages come from the table ``PipelineTasks`` that a pipeline run
-records (``sbroker.apps.pipeline.record``); for tasks sent by other code, a stage is inferred
-as seed 002 defines one: the tasks sent between two waits, i.e. a task queued after every task
-before it had ended starts the next stage.
+A run is the tasks of one scheduler dialog (``ExecutionLog.SchedulerHandle``: a pipeline run
+keeps one dialog for its whole life).  A pipeline run's tasks are named by its attempts
+(``PipelineAttempts``): a ``[[stage]]`` file's task ``stage/task`` is drawn under its stage, a
+``[[task]]`` file's tasks under one row for the run.  For tasks sent by other code, a stage is
+inferred as seed 002 defines one: the tasks sent between two waits, i.e. a task queued after
+every task before it had ended starts the next stage.
 """
 
 from __future__ import annotations
@@ -83,9 +84,10 @@ def _when(text: str | None) -> dt.datetime | None:
 
 
 def task_name(row: Mapping[str, Any]) -> str:
-    """A task's name: the one its pipeline gave, else its SQL text or Python target."""
+    """A task's name: the one its pipeline gave (without its stage), else its SQL text or
+    Python target."""
     if row.get("TaskName"):
-        return str(row["TaskName"])
+        return str(row["TaskName"]).rpartition("/")[2]
     try:
         task = json.loads(row["Task"])
     except (TypeError, ValueError):
@@ -95,12 +97,14 @@ def task_name(row: Mapping[str, Any]) -> str:
 
 
 def stages_of(tasks: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
-    """The run's stages in order: recorded names, else inferred from queued/end times."""
-    if tasks and all(t.get("Stage") is not None for t in tasks):
-        named: dict[tuple[int, str], list[dict[str, Any]]] = {}
+    """The run's stages in order: the stages its pipeline named, else inferred from
+    queued/end times."""
+    if tasks and all(t.get("TaskName") for t in tasks):
+        named: dict[str, list[dict[str, Any]]] = {}
         for t in tasks:
-            named.setdefault((int(t["StageIndex"]), str(t["Stage"])), []).append(t)
-        return [(name, rows) for (_, name), rows in sorted(named.items())]
+            stage, _, _ = str(t["TaskName"]).rpartition("/")
+            named.setdefault(stage or "tasks", []).append(t)
+        return list(named.items())
     stages: list[list[dict[str, Any]]] = []
     last_end: dt.datetime | None = None
     for t in tasks:
@@ -171,10 +175,7 @@ def runs(reader: Reader, limit: int = RUNS_SHOWN) -> list[Chart]:
     now = dt.datetime.now(dt.UTC)
     charts = []
     for run in recent:
-        params = {"handle": run["SchedulerHandle"]}
-        tasks = reader.scheduler_rows("run_tasks_staged", params)
-        if tasks is None:  # no pipeline ever recorded its stages here
-            tasks = reader.scheduler_rows("run_tasks", params) or []
+        tasks = reader.scheduler_rows("run_tasks", {"handle": run["SchedulerHandle"]}) or []
         charts.append(chart(run, tasks, now))
     return charts
 

@@ -1,30 +1,31 @@
-"""Pipeline files (TOML tasks with dependencies, or stages of tasks) and running them.
+"""Pipeline files (TOML tasks with dependencies, or stages of tasks) and running them, all
+through one durable runner (docs/pipelines.md).
 
-The Python API of durable runs (SPEC §13)::
+The Python API of durable runs::
 
     pipeline = load_pipeline("orders.toml", {"rows": "1000"})
     state = start_run(broker, pipeline)          # a new run, until it ends
     state = resume_run(broker, pipeline)         # its newest run that did not succeed
+    run_id = submit_run(broker, pipeline)        # a run for `sbroker serve` to drive
+    wait_run(broker, run_id); cancel_run(broker, run_id)
     list_runs(broker, "orders"); get_run(broker, state.run_id)
 """
 
 from __future__ import annotations
 
-from sbroker.apps.pipeline.command import check_targets, local_scheduler, run_command
-from sbroker.apps.pipeline.display import (
-    LiveDisplay,
-    PlainDisplay,
-    make_display,
-    render_report,
-)
-from sbroker.apps.pipeline.durable import DurableRunner, resume_run, start_run
+from sbroker.apps.pipeline.command import check_targets, run_command
+from sbroker.apps.pipeline.control import cancel_run, submit_run, wait_run
+from sbroker.apps.pipeline.leases import LeaseHeld, LeaseLost
+from sbroker.apps.pipeline.listeners import Listeners, RunListener
 from sbroker.apps.pipeline.model import (
     Options,
     Pipeline,
     Retry,
+    RunStatus,
     Schedule,
     Stage,
     TaskSpec,
+    TaskStatus,
 )
 from sbroker.apps.pipeline.parser import (
     PipelineError,
@@ -32,50 +33,43 @@ from sbroker.apps.pipeline.parser import (
     parse_param_overrides,
     parse_pipeline,
 )
-from sbroker.apps.pipeline.run import (
-    PipelineRun,
-    RunObserver,
-    StageRun,
-    TaskRun,
-    run_pipeline,
-)
+from sbroker.apps.pipeline.rundisplay import RunDisplay, render_run_report
+from sbroker.apps.pipeline.runner import DurableRunner, resume_run, start_run
 from sbroker.apps.pipeline.runs import get_run, list_runs, run_attempts
-from sbroker.apps.pipeline.runstate import RunListener, RunState, TaskState
-from sbroker.apps.pipeline.scheduler import LocalScheduler, Scheduler, TaskMonitor
+from sbroker.apps.pipeline.runstate import RunState, TaskState
+from sbroker.apps.pipeline.service import PipelineService
 
 __all__ = [
     "DurableRunner",
-    "LiveDisplay",
-    "LocalScheduler",
+    "LeaseHeld",
+    "LeaseLost",
+    "Listeners",
     "Options",
     "Pipeline",
     "PipelineError",
-    "PipelineRun",
-    "PlainDisplay",
+    "PipelineService",
     "Retry",
+    "RunDisplay",
     "RunListener",
-    "RunObserver",
     "RunState",
+    "RunStatus",
     "Schedule",
-    "Scheduler",
     "Stage",
-    "StageRun",
-    "TaskMonitor",
-    "TaskRun",
     "TaskSpec",
     "TaskState",
+    "TaskStatus",
+    "cancel_run",
     "check_targets",
     "get_run",
     "list_runs",
     "load_pipeline",
-    "local_scheduler",
-    "make_display",
     "parse_param_overrides",
     "parse_pipeline",
-    "render_report",
+    "render_run_report",
     "resume_run",
     "run_attempts",
     "run_command",
-    "run_pipeline",
     "start_run",
+    "submit_run",
+    "wait_run",
 ]

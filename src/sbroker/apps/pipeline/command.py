@@ -1,8 +1,10 @@
-"""``sbroker run FILE``: load, check, run with a display, report; returns the exit code.
+"""``sbroker run FILE [--resume [RUN_ID] [--from TASK] | --submit | --local]``: load and
+check the file, create, resume or submit a durable run, drive it with a display; returns the
+exit code (docs/pipelines.md: 0 succeeded, 1 a task failed or the run was cancelled, 2 a
+problem with the file, its options or the run to resume, 130 interrupted).
 
-The CLI calls ``run_command``. ``open_scheduler`` decides where tasks run: the broker's
-scheduler (``broker.scheduler(...)``) or, by default, a ``LocalScheduler`` on a
-``SparkRunner`` in this process.
+Every way of running goes through the one durable runner: ``--local`` runs it on a throwaway
+database (a temporary file, removed after) with the executor in this process.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import contextlib
 import dataclasses
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
@@ -18,72 +21,26 @@ from pathlib import Path
 
 from rich.console import Console
 
-from sbroker.apps.pipeline.display import make_display
-from sbroker.apps.pipeline.model import Pipeline
-from sbroker.apps.pipeline.parser import PipelineError, load_pipeline, parse_param_overrides
-from sbroker.apps.pipeline.record import Observers, recorder_for
-from sbroker.apps.pipeline.run import PipelineRun, run_pipeline
-from sbroker.apps.pipeline.scheduler import LocalScheduler, Scheduler, TaskMonitor
+from sbroker.apps.pipeline.control import run_exit_code, submit_run, wait_run
+from sbroker.apps.pipeline.leases import LeaseHeld
+from sbroker.apps.pipeline.loading import check_targets, load_definition
+from sbroker.apps.pipeline.model import Pipeline, RunStatus
+from sbroker.apps.pipeline.parser import PipelineError, parse_param_overrides
+from sbroker.apps.pipeline.rundisplay import RunDisplay
+from sbroker.apps.pipeline.runner import DurableRunner, pipeline_import_path
+from sbroker.apps.pipeline.runstate import RunState
+from sbroker.apps.pipeline.store import RunStore
 from sbroker.apps.spark.config import SparkConfig
-from sbroker.apps.spark.runner import Runner
-from sbroker.apps.spark.tasks import PythonTask, resolve_target
+from sbroker.engine.api import BrokerAPI
 
-__all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_USAGE", "check_targets", "exit_code",
-           "local_scheduler", "pipeline_import_path", "run_command", "usage_error"]
+__all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_USAGE", "LATEST", "check_targets",
+           "exit_code", "run_command", "usage_error", "with_spark"]
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
-OpenScheduler = Callable[[Pipeline], AbstractContextManager[Scheduler]]
-
-
-@contextlib.contextmanager
-def pipeline_import_path(pipeline: Pipeline) -> Iterator[None]:
-    """Put the pipeline file's folder first on ``sys.path`` so ``python =`` targets import."""
-    folder = str(pipeline.base_dir)
-    added = folder not in sys.path
-    if added:
-        sys.path.insert(0, folder)
-    try:
-        yield
-    finally:
-        if added and folder in sys.path:
-            sys.path.remove(folder)
-
-
-def check_targets(pipeline: Pipeline) -> None:
-    """Import every ``python =`` target now, so a typo fails before any Spark work."""
-    for spec in pipeline.dag:
-        if isinstance(spec.task, PythonTask):
-            stage, _, name = spec.name.rpartition("/")
-            where = f"task {name!r}" + (f" of stage {stage!r}" if stage else "")
-            try:
-                resolve_target(spec.task.target)
-            except (ImportError, AttributeError, TypeError) as exc:
-                raise PipelineError(
-                    f"{where}: cannot use {spec.task.target!r}: {exc}", path=pipeline.path,
-                    line=spec.line) from None
-
-
-def local_scheduler(runner_factory: Callable[[Pipeline], Runner] | None = None) -> OpenScheduler:
-    """A scheduler opener with no broker: a thread pool over a (by default Spark) runner."""
-
-    @contextlib.contextmanager
-    def open_local(pipeline: Pipeline) -> Iterator[Scheduler]:
-        if runner_factory is None:
-            from sbroker.apps.spark.session import SparkRunner
-
-            runner: Runner = SparkRunner(pipeline.options.spark)
-        else:
-            runner = runner_factory(pipeline)
-        try:
-            with LocalScheduler(runner, max_concurrency=pipeline.options.concurrency,
-                                pool=pipeline.name) as scheduler:
-                yield scheduler
-        finally:
-            runner.close()
-
-    return open_local
+LATEST = 0  # ``resume=LATEST``: the newest run of the pipeline that did not succeed
+OpenBroker = Callable[[Pipeline], AbstractContextManager[BrokerAPI]]
 
 
 def with_spark(pipeline: Pipeline, master: str | None, remote: str | None,
@@ -112,40 +69,95 @@ def spark_log_file(pipeline_name: str, folder: str | Path = "out/spark-logs") ->
     return str(Path(folder) / f"{pipeline_name}-{stamp}-{os.getpid()}.log")
 
 
-def run_command(path: str | Path, params: Sequence[str] = (), *,
-                console: Console | None = None,
-                open_scheduler: OpenScheduler | None = None,
-                monitor: TaskMonitor | None = None,
-                verbose: bool = False,
-                spark_master: str | None = None,
+@contextlib.contextmanager
+def throwaway_database() -> Iterator[Path]:
+    """A broker database file for one run (``--local``), removed with its folder after."""
+    with tempfile.TemporaryDirectory(prefix="sbroker-local-") as folder:
+        yield Path(folder) / "run.db"
+
+
+@dataclasses.dataclass(frozen=True)
+class RunRequest:
+    """What ``sbroker run`` was asked: a new run, a resume (``resume``: a run id, or
+    ``LATEST``) from a task on, or a run submitted for the servers."""
+
+    resume: int | None = None
+    rerun_from: str | None = None
+    submit: bool = False
+
+
+def run_command(path: str | Path, params: Sequence[str] = (), *, open_broker: OpenBroker,
+                request: RunRequest | None = None, console: Console | None = None,
+                verbose: bool = False, spark_master: str | None = None,
                 spark_remote: str | None = None,
-                spark_log: bool = False) -> tuple[int, PipelineRun | None]:
-    """Run a pipeline file; returns (exit code, the run). Problems with the file are one
-    line on stderr and exit code 2; a failed stage gives 1; Ctrl-C gives 130. ``verbose``
-    shows the traceback of each failed task; ``spark_master`` / ``spark_remote`` replace
-    the file's ``spark.master`` / ``spark.remote`` (its ``spark_conf`` is kept);
-    ``spark_log`` keeps Spark's output in a file under ``out/spark-logs/`` (unless the file
-    names one in ``spark.log_file``) and says where at the end."""
+                spark_log: bool = False) -> tuple[int, RunState | None]:
+    """Run, resume or submit the pipeline file on the broker ``open_broker`` yields;
+    problems with the file or the run to resume are one line on stderr, exit 2.
+    ``verbose`` shows the traceback of each failed task; ``spark_master`` /
+    ``spark_remote`` replace the file's; ``spark_log`` keeps Spark's output in a file under
+    ``out/spark-logs/`` (unless the file names one) and says where at the end."""
     console = console or Console()
+    request = request or RunRequest()
     try:
-        pipeline = load_pipeline(path, parse_param_overrides(list(params)))
+        pipeline = load_definition(path, parse_param_overrides(list(params)))
         pipeline = with_spark(pipeline, spark_master, spark_remote,
                               spark_log_file(pipeline.name) if spark_log else None)
-        if not pipeline.stages:
-            raise PipelineError("a pipeline of [[task]] entries runs on a broker database "
-                                "(run it without --local)", path=pipeline.path)
         with pipeline_import_path(pipeline):
             check_targets(pipeline)
-            with (open_scheduler or local_scheduler())(pipeline) as scheduler:
-                if monitor is None and isinstance(scheduler, TaskMonitor):
-                    monitor = scheduler
-                display = make_display(console, monitor, verbose=verbose)
-                recorder = recorder_for(scheduler)  # stage names for the dashboard
-                run = run_pipeline(pipeline, scheduler, observer=display if recorder is None
-                                   else Observers(display, recorder))
+            with open_broker(pipeline) as broker:
+                if request.submit:
+                    print(submit_run(broker, pipeline), flush=True)
+                    return 0, None
+                runner = DurableRunner(broker, pipeline,
+                                       listener=RunDisplay(console, verbose=verbose))
+                state = _take_up(broker, runner, request, console)
+                if state is None:
+                    return 0, None
+                state = runner.drive(state)
+                if state.lost:
+                    return _follow(broker, state, console), state
+    except LeaseHeld as held:
+        return usage_error(PipelineError(
+            f"run {held.run_id} is being driven by {held.host} (pid {held.pid}): wait for it"
+            f" with `sbroker runs wait {held.run_id}`, or cancel it with `sbroker runs cancel"
+            f" {held.run_id}`")), None
     except PipelineError as exc:
         return usage_error(exc), None
-    return exit_code(pipeline, console, run.interrupted, run.ok), run
+    return exit_code(pipeline, console, state.interrupted, state.ok), state
+
+
+def _take_up(broker: BrokerAPI, runner: DurableRunner, request: RunRequest,
+             console: Console) -> RunState | None:
+    """The run to drive: new, or the one to resume; None when every run of the pipeline
+    succeeded (said here)."""
+    pipeline = runner.pipeline
+    if request.resume is None:
+        if request.rerun_from is not None:
+            raise PipelineError("--from needs --resume: it runs a task of a run again")
+        return runner.create()
+    run_id = request.resume
+    if run_id == LATEST:
+        store = RunStore(broker)
+        found = store.latest_unfinished(pipeline.name)
+        if found is None and store.run_count(pipeline.name) and request.rerun_from is None:
+            console.print(f"every run of pipeline {pipeline.name} succeeded: nothing to resume",
+                          highlight=False, soft_wrap=True)
+            return None
+        if found is None:
+            raise PipelineError(f"no run of pipeline {pipeline.name!r} to resume (none, or"
+                                " every one succeeded: give its RUN_ID with --from)",
+                                path=pipeline.path)
+        run_id = found
+    return runner.resume(run_id, rerun_from=request.rerun_from)
+
+
+def _follow(broker: BrokerAPI, state: RunState, console: Console) -> int:
+    """This process lost the run's lease to another (it was paused or cut off past it):
+    follow the run to its end, and exit as it ends."""
+    console.print(f"run {state.run_id}: following it to its end", highlight=False)
+    status = wait_run(broker, state.run_id)
+    console.print(f"run {state.run_id} ended {status}", highlight=False)
+    return run_exit_code(status or RunStatus.FAILED)
 
 
 def usage_error(exc: PipelineError) -> int:

@@ -28,16 +28,16 @@ from types import ModuleType
 from typing import Any
 
 from sbroker.apps.pipeline import model
-from sbroker.apps.pipeline.command import check_targets, pipeline_import_path
 from sbroker.apps.pipeline.model import CALL_TARGET, PIPELINE_KEY, TASK_KEY
 from sbroker.apps.pipeline.parser import PipelineError, load_pipeline
 from sbroker.apps.pipeline.python import Pipeline, registered
 from sbroker.apps.pipeline.rules import SPARK, ancestors, classify_params
+from sbroker.apps.pipeline.runner import pipeline_import_path
 from sbroker.apps.spark.runner import MAX_VALUE_BYTES
 from sbroker.apps.spark.tasks import PythonTask, resolve_target
 
-__all__ = ["bind_inputs", "call_task", "check_value", "find_pipeline", "is_python_target",
-           "load_definition", "load_python_pipeline"]
+__all__ = ["bind_inputs", "call_task", "check_targets", "check_value", "find_pipeline",
+           "is_python_target", "load_definition", "load_python_pipeline"]
 
 _MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 MEMORY = "memory:"  # the source of a pipeline no other process can import (python.py)
@@ -53,14 +53,17 @@ def is_python_target(text: str) -> bool:
                 and not Path(text).exists())
 
 
-def load_definition(target: str | Path, params: Mapping[str, str] | None = None
-                    ) -> model.Pipeline:
+def load_definition(target: str | Path, params: Mapping[str, Any] | None = None, *,
+                    typed: bool = False) -> model.Pipeline:
     """The pipeline ``sbroker run`` (a schedule, a server taking a run over) was given: a
     Python pipeline (``FILE.py:ATTR``, ``module:attr``) or a TOML file, whose ``python =``
-    tasks must import and get the values they take (``bind_inputs``)."""
+    tasks must import and get the values they take (``bind_inputs``). ``params`` are text
+    (``-p``), or with ``typed`` the values a run recorded."""
     if is_python_target(str(target)):
-        return load_python_pipeline(str(target), params)
-    pipeline = load_pipeline(target, params)
+        return find_pipeline(str(target)).definition(params, text=not typed)
+    text = {k: ("true" if v else "false") if isinstance(v, bool) else str(v)
+            for k, v in (params or {}).items()}
+    pipeline = load_pipeline(target, text)
     with pipeline_import_path(pipeline):
         check_targets(pipeline)
         return bind_inputs(pipeline)
@@ -186,6 +189,20 @@ def _pipeline_of(module: ModuleType, attr: str, target: str) -> Pipeline:
 
 def _attr_of(module: ModuleType, pipe: Pipeline) -> str:
     return next(k for k, v in vars(module).items() if v is pipe)
+
+
+def check_targets(pipeline: model.Pipeline) -> None:
+    """Import every ``python =`` target now, so a typo fails before any Spark work."""
+    for spec in pipeline.dag:
+        if isinstance(spec.task, PythonTask):
+            stage, _, name = spec.name.rpartition("/")
+            where = f"task {name!r}" + (f" of stage {stage!r}" if stage else "")
+            try:
+                resolve_target(spec.task.target)
+            except (ImportError, AttributeError, TypeError) as exc:
+                raise PipelineError(
+                    f"{where}: cannot use {spec.task.target!r}: {exc}", path=pipeline.path,
+                    line=spec.line) from None
 
 
 # -- in the executor -------------------------------------------------------------------------

@@ -13,15 +13,20 @@ change.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-from sbroker.apps.pipeline.runstate import DONE, RunState, TaskState
-from sbroker.apps.pipeline.values import definition, expand, instance_name
+from sbroker.apps.pipeline.model import TaskSpec, TaskStatus
+from sbroker.apps.pipeline.runstate import RunState, TaskState, task_from_row
+from sbroker.apps.pipeline.store import RunStore
+from sbroker.apps.pipeline.values import definition, expand, instance_name, mapped_of
+from sbroker.engine.transaction import Transaction
 
-__all__ = ["Expansion", "Stored", "expand_ready", "instances_of", "is_mapped",
-           "settle_mapped"]
+__all__ = ["Expansion", "Stored", "expand_ready", "instance_spec", "instances_of", "is_mapped",
+           "reconcile_instances", "record_expansion", "settle_mapped"]
 
 
 def is_mapped(task: TaskState) -> bool:
@@ -50,8 +55,9 @@ def expand_ready(state: RunState, end_time: str, stored: Stored | None = None) -
               if s.map is not None and s.name in state.tasks]
     grew = True
     while grew:
-        ready = [t for t in mapped if t.status == "pending" and all(
-            state.tasks[a].status == "succeeded" for a in t.spec.after if a in state.tasks)]
+        ready = [t for t in mapped if t.status == TaskStatus.PENDING and all(
+            state.tasks[a].status == TaskStatus.SUCCEEDED for a in t.spec.after
+            if a in state.tasks)]
         for task in ready:
             _expand_one(state, task, end_time, stored or {}, out)
         grew = bool(ready)
@@ -64,23 +70,24 @@ def _expand_one(state: RunState, task: TaskState, end_time: str, stored: Stored,
     specs = expand(task.spec, state.tasks[task.spec.map].value)
     out.changed.append(task)
     if isinstance(specs, str):  # not a list: the mapped task fails, its value unknown
-        task.status, task.error, task.end_time, task.value = "failed", specs, end_time, None
+        task.status, task.error, task.end_time = TaskStatus.FAILED, specs, end_time
+        task.value = None
         return
     instances: list[TaskState] = []
     for spec in specs:
         old, old_definition = stored.get(spec.name, (None, None))
         if old is not None and old_definition == definition(spec):
             old.spec = spec
-            old.kept = old.status == "succeeded"
+            old.kept = old.status == TaskStatus.SUCCEEDED
             if not old.kept and old.log_id is None:  # runs again, as any task of a resume
-                old.status, old.failures, old.next_attempt = "pending", 0, None
+                old.status, old.failures, old.next_attempt = TaskStatus.PENDING, 0, None
                 old.end_time, old.error, old.value = None, None, None
             instances.append(old)
             out.changed.append(old)
         else:
             instances.append(TaskState(spec))
             (out.new if old is None else out.changed).append(instances[-1])
-    task.status, task.start_time = "running", task.start_time or end_time
+    task.status, task.start_time = TaskStatus.RUNNING, task.start_time or end_time
     _place(state, task.name, instances)
     settle_mapped(state, end_time, only=task.name)
 
@@ -104,20 +111,20 @@ def settle_mapped(state: RunState, end_time: str, only: str | None = None
     out = []
     for spec in state.pipeline.dag:
         task = state.tasks.get(spec.name)
-        if (task is None or spec.map is None or task.status != "running"
+        if (task is None or spec.map is None or task.status != TaskStatus.RUNNING
                 or only not in (None, task.name)):
             continue
         instances = instances_of(state, task.name)
         # the last instances start last: looking from the end finds one still going soonest
-        if not all(i.status in DONE and i.log_id is None for i in reversed(instances)):
+        if not all(i.status.ended and i.log_id is None for i in reversed(instances)):
             continue
-        failed = [i for i in instances if i.status != "succeeded"]
+        failed = [i for i in instances if i.status != TaskStatus.SUCCEEDED]
         if not failed:
-            task.status, task.error = "succeeded", None
+            task.status, task.error = TaskStatus.SUCCEEDED, None
             task.value = [i.value for i in instances]
         else:
             first = failed[0]
-            task.status, task.value = "failed", None
+            task.status, task.value = TaskStatus.FAILED, None
             task.error = (f"{len(failed)} of {len(instances)} instances did not succeed "
                           f"(first {first.name}: {first.error or first.status})")
         task.end_time = end_time
@@ -135,3 +142,73 @@ def instances_of(state: RunState, name: str) -> list[TaskState]:
             return out
         out.append(task)
     return out
+
+
+def record_expansion(store: RunStore, tx: Transaction, state: RunState, done: Expansion,
+                     ended: list[TaskState], stored: dict[str, tuple[TaskState, str]]) -> None:
+    """Inside ``tx``: the rows of what ``expand_ready`` and ``settle_mapped`` changed; an
+    instance shares its mapped task's position, after it by index."""
+    positions = {spec.name: i for i, spec in enumerate(state.pipeline.dag)}
+
+    def position(name: str) -> int:
+        of = mapped_of(name)
+        return positions[of[0] if of is not None and of[0] in positions else name]
+
+    for task in done.new:
+        store.insert_task(tx, state.run_id, task.spec, position(task.name))
+    for task in [*done.changed, *ended]:
+        if mapped_of(task.name) is not None and task.spec.map is None:
+            store.redefine_task(tx, state.run_id, task.spec, position(task.name))
+    for task in [*done.new, *done.changed, *ended]:
+        store.set_task(tx, state.run_id, task)
+    for name in [n for n in stored if n not in state.tasks]:
+        store.delete_task(tx, state.run_id, name)  # the list shrank
+        del stored[name]
+
+
+def reconcile_instances(store: RunStore, tx: Transaction, state: RunState,
+                        stored: dict[str, dict[str, Any]], open_: dict[str, dict[str, Any]],
+                        rerun: set[str], to_cancel: list[int]
+                        ) -> dict[str, tuple[TaskState, str]]:
+    """Inside ``tx``: the rows left over from the file's tasks. A kept mapped task keeps
+    its instances as they are; one that runs again from the same list of items gets
+    its recorded instances back when it is expanded (returned, for ``expand_ready``); the
+    rest goes."""
+    specs = {s.name: s for s in state.pipeline.dag}
+    out: dict[str, tuple[TaskState, str]] = {}
+    kept: dict[str, list[TaskState]] = {}
+    for name, row in stored.items():
+        of, spec = mapped_of(name), instance_spec(specs, name)
+        parent = state.tasks.get(of[0]) if of is not None else None
+        attempt = open_.get(name)
+        if spec is None or parent is None or parent.name in rerun:
+            if attempt is not None:
+                store.close_attempt(tx, int(attempt["log_id"]), "superseded")
+                to_cancel.append(int(attempt["log_id"]))
+            store.delete_task(tx, state.run_id, name)
+            continue
+        task = task_from_row(spec, row)
+        if parent.kept:
+            kept.setdefault(parent.name, []).append(task)
+            continue
+        if attempt is not None:
+            task.status, task.log_id = TaskStatus.RUNNING, int(attempt["log_id"])
+            task.deadline = attempt["deadline"]
+        out[name] = (task, row["definition"])
+    for mapped, instances in kept.items():  # after their task, in item order
+        ordered = sorted(instances, key=lambda t: (mapped_of(t.name) or ("", 0))[1])
+        tasks = list(state.tasks.items())
+        at = next(i for i, (n, _) in enumerate(tasks) if n == mapped) + 1
+        state.tasks.clear()
+        state.tasks.update([*tasks[:at], *((t.name, t) for t in ordered), *tasks[at:]])
+    return out
+
+
+def instance_spec(specs: dict[str, TaskSpec], name: str) -> TaskSpec | None:
+    """The spec of a recorded instance ``task[i]`` of a mapped task of ``specs`` (its item
+    is known once it is expanded again), or None."""
+    of = mapped_of(name)
+    parent = specs.get(of[0]) if of is not None else None
+    if parent is None or parent.map is None:
+        return None
+    return dataclasses.replace(parent, name=name, map=None)

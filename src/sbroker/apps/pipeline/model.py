@@ -1,22 +1,56 @@
-"""A parsed pipeline file: stages of tasks and the options they run with (frozen data)."""
+"""A parsed pipeline file: stages of tasks and the options they run with (frozen data), and
+the one status type of tasks and runs."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from pathlib import Path
 from types import MappingProxyType
 
 from sbroker.apps.spark.config import SparkConfig
 from sbroker.apps.spark.tasks import Task
 
-__all__ = ["CALL_TARGET", "PIPELINE_KEY", "TASK_KEY", "Options", "Pipeline", "Retry",
-           "Schedule", "Stage", "TaskSpec"]
+__all__ = ["CALL_TARGET", "DEFAULT_LEASE", "PIPELINE_KEY", "TASK_KEY", "Options", "Pipeline",
+           "Retry", "RunStatus", "Schedule", "Stage", "TaskSpec", "TaskStatus"]
 
+DEFAULT_LEASE = 30.0  # seconds a driver's lease on its run lasts unless renewed
 #: A Python pipeline's task is sent as ``PythonTask(CALL_TARGET, **{PIPELINE_KEY: its
 #: pipeline's source, TASK_KEY: its name}, **its arguments)`` (apps/pipeline/python.py)
 CALL_TARGET = "sbroker.apps.pipeline.loading:call_task"
 PIPELINE_KEY, TASK_KEY = "@pipeline", "@task"
+
+
+class TaskStatus(StrEnum):
+    """A task of a run (docs/pipelines.md): the only status type tasks have."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    RETRYING = "retrying"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    CANCELLED = "cancelled"
+
+    @property
+    def ended(self) -> bool:
+        """Nothing more happens to the task in this run (until a resume)."""
+        return self in _ENDED
+
+
+_ENDED = frozenset({TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.SKIPPED,
+                    TaskStatus.CANCELLED})
+
+
+class RunStatus(StrEnum):
+    """A run: ``skipped`` is a schedule's tick not run because the run before still went."""
+
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    SKIPPED = "skipped"
 
 
 @dataclass(frozen=True)
@@ -78,12 +112,14 @@ class Stage:
 
 @dataclass(frozen=True)
 class Options:
-    """``[options]``: tasks in flight at once (``None``: no limit) and where Spark runs."""
+    """``[options]``: tasks in flight at once (``None``: no limit), where Spark runs, the
+    tasks' default retries and timeout, and how long the driver's lease on a run lasts."""
 
     concurrency: int | None = None
     spark: SparkConfig = field(default_factory=SparkConfig)
     retry: Retry = field(default_factory=Retry)
     timeout: float | None = None
+    lease: float = DEFAULT_LEASE
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from sbroker.apps.pipeline.rules import (
     RETRY_KEYS,
     SCHEDULE_KEYS,
     check_graph,
+    parse_lease,
     parse_retry,
     parse_schedule,
     parse_timeout,
@@ -294,7 +295,8 @@ class _Parser:
 
     def _options(self, raw: dict[str, Any]) -> Options:
         where: Path_ = ("options",)
-        self._check_keys(raw, where, {"concurrency", "spark", "spark_conf", *RETRY_KEYS})
+        self._check_keys(raw, where, {"concurrency", "spark", "spark_conf", "lease",
+                                      *RETRY_KEYS})
         concurrency = raw.get("concurrency")
         if concurrency is not None and (type(concurrency) is not int or concurrency < 1):
             raise self.error("'concurrency' must be a positive integer", where, "concurrency")
@@ -323,7 +325,7 @@ class _Parser:
             return self.error(msg, where, key)
 
         return Options(concurrency, config, parse_retry(raw, Options().retry, error),
-                       parse_timeout(raw, None, error))
+                       parse_timeout(raw, None, error), parse_lease(raw, error))
 
     def _stage(self, raw: Any, i: int, taken: set[str]) -> Stage:
         where: Path_ = ("stage", i)

@@ -51,7 +51,8 @@ from sbroker.apps.spark.tasks import PythonTask
 from sbroker.engine.api import BrokerAPI
 
 if TYPE_CHECKING:
-    from sbroker.apps.pipeline.runstate import RunListener, RunState
+    from sbroker.apps.pipeline.listeners import RunListener
+    from sbroker.apps.pipeline.runstate import RunState
 
 __all__ = ["Cron", "Every", "Pipeline", "PipelineTask", "code_digest", "registered"]
 
@@ -299,7 +300,7 @@ class Pipeline:
         (``.status``, ``.run_id``, ``.tasks[name].value``). ``params`` set pipeline
         parameters by name. The executor is installed when the database has none, and a
         broker not started is started for the run."""
-        from sbroker.apps.pipeline.durable import start_run
+        from sbroker.apps.pipeline.runner import start_run
 
         model = self.definition(params)
         with _executing(broker, model):
@@ -311,11 +312,12 @@ class Pipeline:
         """Resume run ``run_id`` (by default the newest run of this pipeline that did not
         succeed) until it ends: succeeded tasks are kept unless they changed. Its parameters
         are those the run was started with, unless ``params`` sets them."""
-        from sbroker.apps.pipeline.durable import latest_unfinished, resume_run
+        from sbroker.apps.pipeline.runner import resume_run
         from sbroker.apps.pipeline.runs import run_params
+        from sbroker.apps.pipeline.store import RunStore
 
         if run_id is None:
-            run_id = latest_unfinished(broker, self.name)
+            run_id = RunStore(broker).latest_unfinished(self.name)
             if run_id is None:
                 raise PipelineError(f"no run of pipeline {self.name!r} to resume",
                                     path=self.file, line=self.line)

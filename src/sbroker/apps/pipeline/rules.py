@@ -14,11 +14,11 @@ from typing import Any
 
 from croniter import croniter
 
-from sbroker.apps.pipeline.model import Retry, Schedule, TaskSpec
+from sbroker.apps.pipeline.model import DEFAULT_LEASE, Retry, Schedule, TaskSpec
 
 __all__ = ["ITEM", "RESERVED", "RETRY_KEYS", "RUN_CONTEXT", "SCHEDULE_KEYS", "SPARK", "Error",
            "ancestors", "check_cron", "check_graph", "classify_params", "cycle_of",
-           "parse_duration", "parse_retry", "parse_schedule", "parse_timeout"]
+           "parse_duration", "parse_lease", "parse_retry", "parse_schedule", "parse_timeout"]
 
 RETRY_KEYS = {"retries", "retry_delay", "retry_backoff", "retry_max_delay", "timeout"}
 SCHEDULE_KEYS = {"every", "cron", "timezone", "catchup", "overlap"}
@@ -69,6 +69,15 @@ def parse_timeout(raw: Mapping[str, Any], default: float | None, error: Error) -
     if "timeout" not in raw:
         return default
     return _duration(raw, "timeout", 0.0, error, positive=True)
+
+
+def parse_lease(raw: Mapping[str, Any], error: Error) -> float:
+    """``lease`` of ``[options]``: how long a run's driver holds it unless it renews (at
+    least a second: a driver renews it several times a lease)."""
+    lease = _duration(raw, "lease", DEFAULT_LEASE, error, positive=True)
+    if lease < 1.0:
+        raise error(f"'lease' must be at least 1s, got {raw['lease']!r}", "lease")
+    return lease
 
 
 def parse_schedule(raw: Mapping[str, Any], error: Error) -> Schedule:

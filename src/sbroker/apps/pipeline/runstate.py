@@ -1,6 +1,6 @@
-"""The state of a durable run as the runner holds it (mirrors the rows of ``PipelineRuns``
-and ``PipelineRunTasks``), the listener that hears of its changes, and the DAG rules that do
-not touch the database: which tasks may start, which must be skipped."""
+"""The state of a durable run as its driver holds it (mirrors the rows of ``PipelineRuns`` and
+``PipelineRunTasks``), and the DAG rules that do not touch the database: which tasks may
+start, which must be skipped."""
 
 from __future__ import annotations
 
@@ -10,11 +10,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sbroker.apps.pipeline.model import Pipeline, TaskSpec
+from sbroker.apps.pipeline.model import Pipeline, RunStatus, TaskSpec, TaskStatus
 
-__all__ = ["DONE", "RunListener", "RunState", "TaskState", "dependants"]
-
-DONE = frozenset({"succeeded", "failed", "skipped", "cancelled"})
+__all__ = ["AttemptEnd", "Lease", "RunState", "TaskState", "dependants", "task_from_row"]
 
 
 def dependants(tasks: Iterable[TaskSpec], names: set[str]) -> set[str]:
@@ -31,12 +29,33 @@ def dependants(tasks: Iterable[TaskSpec], names: set[str]) -> set[str]:
     return out
 
 
+@dataclass(frozen=True)
+class Lease:
+    """The lease a driver holds on run ``run_id``: its fencing ``token`` (each new driver's
+    is one more) and how long it lasts unless renewed."""
+
+    run_id: int
+    token: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class AttemptEnd:
+    """The attempt whose end a listener hears of: its log id, outcome, error, and the
+    seconds until the task's next attempt (None: no retry)."""
+
+    log_id: int
+    status: str
+    error: str | None
+    retry_in: float | None = None
+
+
 @dataclass
 class TaskState:
     """One task of a run: the row of ``PipelineRunTasks`` plus its open attempt."""
 
     spec: TaskSpec
-    status: str = "pending"
+    status: TaskStatus = TaskStatus.PENDING
     attempts: int = 0
     failures: int = 0  # failed attempts since the run (or its resume) began: the retry count
     next_attempt: float | None = None  # epoch seconds, while retrying
@@ -48,8 +67,8 @@ class TaskState:
     last_log_id: int | None = None  # the latest attempt's, for the report
     details: str | None = None  # the latest failed attempt's traceback
     deadline: float | None = None  # when the open attempt times out
-    timed_out: bool = False
-    kept: bool = False  # succeeded before this process resumed the run
+    kept: bool = False  # succeeded before this process took the run up
+    ended: AttemptEnd | None = None  # the attempt that just ended (None: skipped)
     started_at: float | None = None  # monotonic, for the display
     finished_at: float | None = None
 
@@ -60,8 +79,9 @@ class TaskState:
 
     def row(self, run_id: int) -> tuple[Any, ...]:
         """Parameters of ``set_task``."""
-        return (self.status, self.attempts, self.failures, self.next_attempt, self.start_time,
-                self.end_time, json.dumps(self.value), self.error, run_id, self.name)
+        return (self.status.value, self.attempts, self.failures, self.next_attempt,
+                self.start_time, self.end_time, json.dumps(self.value), self.error, run_id,
+                self.name)
 
     @property
     def seconds(self) -> float | None:
@@ -73,15 +93,21 @@ class TaskState:
 
 @dataclass
 class RunState:
-    """A run being driven: its id, dialog, tasks in file order and how it ended."""
+    """A run being driven: its id, dialog, lease, tasks in file order and how it ended."""
 
     run_id: int
     pipeline: Pipeline
     handle: str | None
     tasks: dict[str, TaskState]
-    status: str = "running"
+    status: RunStatus = RunStatus.RUNNING
     resumed: bool = False
-    interrupted: bool = False
+    interrupted: bool = False  # Ctrl-C or SIGTERM of the driving process
+    lease: Lease | None = None
+    lost: bool = False  # another driver took the run over: this one let it go
+    handed_back: bool = False  # the driving server stopped: the run is left for another
+    cancel_requested: bool = False  # `sbroker runs cancel` asked (heard at a fence)
+    takeover: bool = False  # taken over from another driver (a server's takeover)
+    schedule: str | None = None  # the schedule that started it, if one did
     started_at: float = field(default_factory=time.monotonic)
     finished_at: float | None = None
     scheduled_for: str | None = None  # ISO time: the run's start (docs/pipelines.md)
@@ -89,12 +115,12 @@ class RunState:
     @property
     def ok(self) -> bool:
         """True once every task succeeded."""
-        return self.status == "succeeded"
+        return self.status == RunStatus.SUCCEEDED
 
     @property
     def done(self) -> bool:
         """Every task ended and no attempt is open."""
-        return all(t.status in DONE and t.log_id is None for t in self.tasks.values())
+        return all(t.status.ended and t.log_id is None for t in self.tasks.values())
 
     @property
     def seconds(self) -> float:
@@ -104,12 +130,12 @@ class RunState:
     def ready(self, now: float) -> list[TaskState]:
         """Tasks that may start now: pending with every ``after`` task succeeded, or
         retrying and due; in file order."""
-        succeeded = {n for n, t in self.tasks.items() if t.status == "succeeded"}
+        succeeded = {n for n, t in self.tasks.items() if t.status == TaskStatus.SUCCEEDED}
         out = []
         for t in self.tasks.values():
-            waited = (t.status == "pending" and t.spec.map is None  # mapped: expanded
+            waited = (t.status == TaskStatus.PENDING and t.spec.map is None  # mapped: expanded
                       and succeeded.issuperset(t.spec.after))
-            if waited or (t.status == "retrying" and (t.next_attempt or 0.0) <= now):
+            if waited or (t.status == TaskStatus.RETRYING and (t.next_attempt or 0.0) <= now):
                 out.append(t)
         return out
 
@@ -122,28 +148,21 @@ class RunState:
         the tasks marked."""
         marked: list[TaskState] = []
         frontier = {n for n, t in self.tasks.items()
-                    if t.status in ("failed", "skipped", "cancelled")}
+                    if t.status in (TaskStatus.FAILED, TaskStatus.SKIPPED, TaskStatus.CANCELLED)}
         while frontier:  # then the tasks after those just skipped, and so on
             new = [t for t in self.tasks.values()
-                   if t.status == "pending" and not frontier.isdisjoint(t.spec.after)]
+                   if t.status == TaskStatus.PENDING and not frontier.isdisjoint(t.spec.after)]
             for t in new:
-                t.status, t.end_time = "skipped", end_time
+                t.status, t.end_time, t.ended = TaskStatus.SKIPPED, end_time, None
             marked += new
             frontier = {t.name for t in new}
         return marked
 
 
-class RunListener:
-    """Hooks the runner calls after each commit; the default does nothing."""
-
-    def run_started(self, run: RunState) -> None:
-        """The run is recorded (new or resumed)."""
-
-    def task_started(self, run: RunState, task: TaskState) -> None:
-        """An attempt of ``task`` was sent."""
-
-    def task_finished(self, run: RunState, task: TaskState) -> None:
-        """An attempt ended: the task succeeded, failed, is retrying, or was skipped."""
-
-    def run_finished(self, run: RunState) -> None:
-        """The run ended (or was interrupted)."""
+def task_from_row(spec: TaskSpec, row: dict[str, Any]) -> TaskState:
+    """A task of a run as its ``PipelineRunTasks`` row (by column name) recorded it."""
+    status = TaskStatus(row["status"])
+    return TaskState(spec, status, int(row["attempts"]), int(row["failures"]),
+                     row["next_attempt"], row["start_time"], row["end_time"],
+                     json.loads(row["value"]) if row["value"] else None, row["error"],
+                     kept=status == TaskStatus.SUCCEEDED)

@@ -23,12 +23,12 @@ from typing import Any
 
 from croniter import croniter
 
-from sbroker.apps.pipeline.durable import DurableRunner
 from sbroker.apps.pipeline.loading import load_definition
 from sbroker.apps.pipeline.model import Pipeline, Schedule
 from sbroker.apps.pipeline.parser import PipelineError
+from sbroker.apps.pipeline.runner import DurableRunner
 from sbroker.apps.pipeline.runstate import RunState
-from sbroker.apps.sql import read, statements
+from sbroker.apps.sql import dicts, read_dicts, statements
 from sbroker.core.errors import BrokerError
 from sbroker.engine.api import BrokerAPI
 from sbroker.engine.transaction import Transaction
@@ -39,8 +39,6 @@ log = logging.getLogger("sbroker.pipeline")
 SCHEDULE_QUEUE = "QueuePipelineSchedules"
 SCHEDULE_SERVICE = "ServicePipelineSchedules"
 MAX_CATCHUP = 100
-_COLUMNS = ("name", "file", "params", "every", "cron", "timezone", "catchup", "overlap",
-            "next_due", "handle")
 
 
 def next_after(schedule: Schedule, t: float) -> float:
@@ -98,10 +96,10 @@ def add_schedule(broker: BrokerAPI, pipeline: Pipeline, *, overrides: Mapping[st
     now = broker.clock.now()
     next_due = next_after(schedule, now)
     with broker.transaction() as tx:
-        old = tx.execute(q.schedule_by_name, (pipeline.name,)).fetchall()
-        if old and old[0][9]:
+        old = dicts(tx.execute(q.schedule_by_name, (pipeline.name,)))
+        if old and old[0]["handle"]:
             with contextlib.suppress(BrokerError):
-                tx.end_conversation(old[0][9])
+                tx.end_conversation(old[0]["handle"])
         handle = tx.begin_dialog(SCHEDULE_SERVICE, SCHEDULE_SERVICE)
         tx.begin_conversation_timer(handle, max(0.001, next_due - now))
         tx.execute(q.upsert_schedule, (
@@ -118,18 +116,18 @@ def remove_schedule(broker: BrokerAPI, name: str) -> bool:
     """Remove the schedule ``name`` (and end its dialog); False if there is none."""
     q = statements(broker, "sbroker.apps.pipeline")
     with broker.transaction() as tx:
-        rows = tx.execute(q.schedule_by_name, (name,)).fetchall()
+        rows = dicts(tx.execute(q.schedule_by_name, (name,)))
         if not rows:
             return False
-        if rows[0][9]:
+        if rows[0]["handle"]:
             with contextlib.suppress(BrokerError):
-                tx.end_conversation(rows[0][9])
+                tx.end_conversation(rows[0]["handle"])
         tx.execute(q.delete_schedule, (name,))
     return True
 
 
-def _row(row: Any) -> dict[str, Any]:
-    out = dict(zip(_COLUMNS, row, strict=True))
+def _row(row: dict[str, Any]) -> dict[str, Any]:
+    out = dict(row)
     out["params"] = json.loads(out["params"] or "{}")
     out["catchup"] = bool(out["catchup"])
     out["next_due"] = dt.datetime.fromtimestamp(float(out["next_due"]), dt.UTC).isoformat()
@@ -142,8 +140,8 @@ def list_schedules(broker: BrokerAPI) -> list[dict[str, Any]]:
     ``timezone``, ``catchup``, ``overlap``, ``next_due`` (ISO 8601, UTC)."""
     if SCHEDULE_QUEUE not in broker.catalog.queues:
         return []
-    return [_row(r) for r in read(broker, statements(broker, "sbroker.apps.pipeline")
-                                  .list_schedules)]
+    return [_row(r) for r in read_dicts(broker, statements(broker, "sbroker.apps.pipeline")
+                                        .list_schedules)]
 
 
 def fire(broker: BrokerAPI, tx: Transaction, handle: str) -> list[RunState]:
@@ -151,15 +149,17 @@ def fire(broker: BrokerAPI, tx: Transaction, handle: str) -> list[RunState]:
     the due runs (or record them skipped), move the next due time on, set the timer again.
     Returns the runs to drive once the transaction committed."""
     q = statements(broker, "sbroker.apps.pipeline")
-    rows = tx.execute(q.schedule_by_handle, (handle,)).fetchall()
+    rows = dicts(tx.execute(q.schedule_by_handle, (handle,)))
     if not rows:  # removed meanwhile
         with contextlib.suppress(BrokerError):
             tx.end_conversation(handle)
         return []
-    name, file, params, every, cron, zone, catchup, overlap, next_due, _ = rows[0]
-    schedule = Schedule(every, cron, zone, bool(catchup), overlap)
+    row = rows[0]
+    name, file, params, overlap = row["name"], row["file"], row["params"], row["overlap"]
+    schedule = Schedule(row["every"], row["cron"], row["timezone"], bool(row["catchup"]),
+                        overlap)
     now = broker.clock.now()
-    fires, following = due_times(schedule, float(next_due), now)
+    fires, following = due_times(schedule, float(row["next_due"]), now)
     tx.execute(q.set_next_due, (following, name))
     tx.begin_conversation_timer(handle, max(0.001, following - now))
     if not fires:
@@ -170,7 +170,7 @@ def fire(broker: BrokerAPI, tx: Transaction, handle: str) -> list[RunState]:
         log.error("schedule %s: cannot load its pipeline: %s", name, exc)
         return []
     runs: list[RunState] = []
-    going = int(tx.execute(q.running_runs_of_schedule, (name,)).fetchone()[0])
+    going = int(dicts(tx.execute(q.running_runs_of_schedule, (name,)))[0]["runs"])
     for _ in fires:
         if overlap == "skip" and (going or runs):
             stamp = dt.datetime.fromtimestamp(now, dt.UTC).isoformat()

@@ -1,55 +1,108 @@
--- The stage and name of each task a pipeline run sent, beside the scheduler's ExecutionLog,
--- so that the dashboard's timeline shows a run's stages by name.
-
--- name: create_pipeline_tasks
-CREATE TABLE IF NOT EXISTS PipelineTasks (
-    LogID INTEGER PRIMARY KEY,
-    SchedulerHandle TEXT NOT NULL,
-    Pipeline TEXT NOT NULL,
-    StageIndex INTEGER NOT NULL,
-    Stage TEXT NOT NULL,
-    Task TEXT NOT NULL
-)
-
--- name: insert_pipeline_task
-INSERT INTO PipelineTasks(LogID, SchedulerHandle, Pipeline, StageIndex, Stage, Task)
-VALUES (:log_id, :handle, :pipeline, :stage_index, :stage, :task)
-
--- Durable runs (migration 0012): runs, their tasks and each task's attempts.
+-- Durable runs (migrations 0012 and 0015): runs, their tasks, each task's attempts, and the
+-- lease of the process that drives a run (apps/pipeline/leases.py decides who drives).
+-- Reads name their columns: the Python side reads rows by column name.
 
 -- name: insert_run
--- Params: pipeline, file, params (JSON), start time, scheduler handle, schedule.
-INSERT INTO PipelineRuns(Pipeline, File, Params, Status, StartTime, SchedulerHandle, Schedule)
+-- A run driven by the process that records it: its lease taken at once (token 1).
+-- Params: pipeline, file, params (JSON), start time, scheduler handle, schedule, lease
+-- session, driver host, driver pid, lease seconds, lease seconds.
+INSERT INTO PipelineRuns(Pipeline, File, Params, Status, StartTime, SchedulerHandle, Schedule,
+    LeaseToken, LeaseSession, DriverHost, DriverPid, LeaseSeconds, LeaseExpires)
+VALUES (?, ?, ?, 'running', ?, ?, ?, 1, ?, ?, ?, ?,
+    (julianday('now') - 2440587.5) * 86400.0 + ?)
+RETURNING RunID AS run_id, LeaseToken AS lease_token
+
+-- name: insert_submitted_run
+-- A run no process drives yet (`sbroker run --submit`): the first server to look takes it.
+-- Params: pipeline, file, params (JSON), start time, scheduler handle, lease seconds.
+INSERT INTO PipelineRuns(Pipeline, File, Params, Status, StartTime, SchedulerHandle,
+    LeaseSeconds)
 VALUES (?, ?, ?, 'running', ?, ?, ?)
-RETURNING RunID
+RETURNING RunID AS run_id, LeaseToken AS lease_token
 
 -- name: run_by_id
-SELECT RunID, Pipeline, File, Params, Status, StartTime, EndTime, SchedulerHandle
+-- Live: whether a driver holds its lease now (the database's clock; its session lives).
+SELECT RunID AS run_id, Pipeline AS pipeline, File AS file, Params AS params,
+    Status AS status, StartTime AS start_time, EndTime AS end_time,
+    SchedulerHandle AS handle, Schedule AS schedule, LeaseToken AS lease_token,
+    LeaseSession AS lease_session, LeaseSeconds AS lease_seconds, DriverHost AS driver_host,
+    DriverPid AS driver_pid, Takeovers AS takeovers, CancelRequested AS cancel_requested,
+    (COALESCE(LeaseExpires, 0) > (julianday('now') - 2440587.5) * 86400.0
+     AND EXISTS (SELECT 1 FROM dm_broker_sessions s WHERE s.session_id = LeaseSession))
+        AS live
 FROM PipelineRuns WHERE RunID = ?
 
 -- name: latest_unfinished
-SELECT RunID FROM PipelineRuns WHERE Pipeline = ? AND Status <> 'succeeded'
-ORDER BY RunID DESC LIMIT 1
+SELECT RunID AS run_id FROM PipelineRuns
+WHERE Pipeline = ? AND Status NOT IN ('succeeded', 'skipped') ORDER BY RunID DESC LIMIT 1
+
+-- name: run_count
+SELECT count(*) AS runs FROM PipelineRuns WHERE Pipeline = ? AND Status <> 'skipped'
 
 -- name: list_runs
-SELECT RunID, Pipeline, Status, StartTime, EndTime FROM PipelineRuns
+SELECT RunID AS run_id, Pipeline AS pipeline, Status AS status, StartTime AS start_time,
+    EndTime AS end_time FROM PipelineRuns
 ORDER BY RunID DESC LIMIT ?
 
 -- name: list_runs_of
-SELECT RunID, Pipeline, Status, StartTime, EndTime FROM PipelineRuns WHERE Pipeline = ?
+SELECT RunID AS run_id, Pipeline AS pipeline, Status AS status, StartTime AS start_time,
+    EndTime AS end_time FROM PipelineRuns WHERE Pipeline = ?
 ORDER BY RunID DESC LIMIT ?
 
 -- name: set_run
 -- Params: status, end time, scheduler handle, run id.
 UPDATE PipelineRuns SET Status = ?, EndTime = ?, SchedulerHandle = ? WHERE RunID = ?
 
+-- name: clear_cancel
+-- The cancel asked for is done (or a resume asked to run the run again).
+UPDATE PipelineRuns SET CancelRequested = 0 WHERE RunID = ?
+
+-- name: acquire_lease
+-- Take the run's lease unless a live driver holds it; one row (the new token) or none.
+-- Takeovers counts a running run taken from another session. Params: session, host, pid,
+-- lease seconds, lease seconds, session, run id.
+UPDATE PipelineRuns SET LeaseToken = LeaseToken + 1, LeaseSession = ?, DriverHost = ?,
+    DriverPid = ?, LeaseSeconds = ?,
+    LeaseExpires = (julianday('now') - 2440587.5) * 86400.0 + ?,
+    Takeovers = Takeovers + (Status = 'running' AND LeaseSession IS NOT NULL
+                             AND LeaseSession <> ?)
+WHERE RunID = ? AND NOT (
+    COALESCE(LeaseExpires, 0) > (julianday('now') - 2440587.5) * 86400.0
+    AND EXISTS (SELECT 1 FROM dm_broker_sessions s WHERE s.session_id = LeaseSession))
+RETURNING LeaseToken AS lease_token
+
+-- name: fence
+-- A driver's bookkeeping commit: it still holds the lease (one row), which it renews; and
+-- whether someone asked to cancel the run. Params: run id, token.
+UPDATE PipelineRuns SET LeaseExpires = (julianday('now') - 2440587.5) * 86400.0 + LeaseSeconds
+WHERE RunID = ? AND LeaseToken = ?
+RETURNING CancelRequested AS cancel_requested
+
+-- name: release_lease
+-- The driver lets the run go (a server stopping hands it back): expired now.
+UPDATE PipelineRuns SET LeaseExpires = 0 WHERE RunID = ? AND LeaseToken = ?
+
+-- name: takeable_runs
+-- Running runs no live driver holds: submitted, handed back, or their driver gone.
+SELECT RunID AS run_id, Pipeline AS pipeline, File AS file, Params AS params,
+    Schedule AS schedule FROM PipelineRuns
+WHERE Status = 'running' AND NOT (
+    COALESCE(LeaseExpires, 0) > (julianday('now') - 2440587.5) * 86400.0
+    AND EXISTS (SELECT 1 FROM dm_broker_sessions s WHERE s.session_id = LeaseSession))
+ORDER BY RunID
+
+-- name: request_cancel
+UPDATE PipelineRuns SET CancelRequested = 1 WHERE RunID = ? AND Status = 'running'
+
 -- name: insert_run_task
 -- Params: run id, name, position, after (JSON), definition.
 INSERT INTO PipelineRunTasks(RunID, Name, Position, After, Definition) VALUES (?, ?, ?, ?, ?)
 
 -- name: run_tasks
-SELECT Name, Position, After, Definition, Status, Attempts, Failures, NextAttempt, StartTime,
-    EndTime, Value, Error
+SELECT Name AS name, Position AS position, After AS after, Definition AS definition,
+    Status AS status, Attempts AS attempts, Failures AS failures,
+    NextAttempt AS next_attempt, StartTime AS start_time, EndTime AS end_time,
+    Value AS value, Error AS error
 FROM PipelineRunTasks WHERE RunID = ? ORDER BY Position, length(Name), Name
 
 -- name: set_task
@@ -58,6 +111,10 @@ FROM PipelineRunTasks WHERE RunID = ? ORDER BY Position, length(Name), Name
 UPDATE PipelineRunTasks SET Status = ?, Attempts = ?, Failures = ?, NextAttempt = ?,
     StartTime = ?, EndTime = ?, Value = ?, Error = ?
 WHERE RunID = ? AND Name = ?
+
+-- name: set_task_status
+-- Params: status, end, error, run id, name.
+UPDATE PipelineRunTasks SET Status = ?, EndTime = ?, Error = ? WHERE RunID = ? AND Name = ?
 
 -- name: redefine_task
 -- Params: position, after (JSON), definition, run id, name.
@@ -71,15 +128,19 @@ DELETE FROM PipelineRunTasks WHERE RunID = ? AND Name = ?
 INSERT INTO PipelineAttempts(LogID, RunID, Task, Attempt, Deadline) VALUES (?, ?, ?, ?, ?)
 
 -- name: open_attempts
-SELECT LogID, Task, Deadline FROM PipelineAttempts WHERE RunID = ? AND Outcome IS NULL
+SELECT LogID AS log_id, Task AS task, Deadline AS deadline FROM PipelineAttempts
+WHERE RunID = ? AND Outcome IS NULL
 
 -- name: close_attempt
--- Once only: the transaction that consumes an attempt's AsyncDone changes one row here; an
--- attempt superseded by a changed definition (Outcome set already) changes none.
+-- Once only: the transaction that records an attempt's outcome (its AsyncDone, its timeout,
+-- a cancel) changes one row here; the outcome of an attempt closed already changes none.
 UPDATE PipelineAttempts SET Outcome = ? WHERE LogID = ? AND Outcome IS NULL
 
 -- name: run_attempts
-SELECT a.Task, a.Attempt, a.LogID, e.Status, e.StartTime, e.EndTime, e.Error, a.Outcome
+-- Status: the attempt's outcome for the run once recorded, else its ExecutionLog row's.
+SELECT a.Task AS task, a.Attempt AS attempt, a.LogID AS log_id,
+    COALESCE(a.Outcome, e.Status) AS status, e.StartTime AS start_time,
+    e.EndTime AS end_time, e.Error AS error
 FROM PipelineAttempts a JOIN ExecutionLog e ON e.LogID = a.LogID
 WHERE a.RunID = ? ORDER BY a.LogID
 
@@ -97,15 +158,21 @@ ON CONFLICT (Name) DO UPDATE SET File = excluded.File, Params = excluded.Params,
     Handle = excluded.Handle
 
 -- name: schedule_by_name
-SELECT Name, File, Params, Every, Cron, Timezone, Catchup, Overlap, NextDue, Handle
+SELECT Name AS name, File AS file, Params AS params, Every AS every, Cron AS cron,
+    Timezone AS timezone, Catchup AS catchup, Overlap AS overlap, NextDue AS next_due,
+    Handle AS handle
 FROM PipelineSchedules WHERE Name = ?
 
 -- name: schedule_by_handle
-SELECT Name, File, Params, Every, Cron, Timezone, Catchup, Overlap, NextDue, Handle
+SELECT Name AS name, File AS file, Params AS params, Every AS every, Cron AS cron,
+    Timezone AS timezone, Catchup AS catchup, Overlap AS overlap, NextDue AS next_due,
+    Handle AS handle
 FROM PipelineSchedules WHERE Handle = ?
 
 -- name: list_schedules
-SELECT Name, File, Params, Every, Cron, Timezone, Catchup, Overlap, NextDue, Handle
+SELECT Name AS name, File AS file, Params AS params, Every AS every, Cron AS cron,
+    Timezone AS timezone, Catchup AS catchup, Overlap AS overlap, NextDue AS next_due,
+    Handle AS handle
 FROM PipelineSchedules ORDER BY Name
 
 -- name: set_next_due
@@ -115,7 +182,11 @@ UPDATE PipelineSchedules SET NextDue = ? WHERE Name = ?
 DELETE FROM PipelineSchedules WHERE Name = ?
 
 -- name: running_runs_of_schedule
-SELECT count(*) FROM PipelineRuns WHERE Schedule = ? AND Status = 'running'
+SELECT count(*) AS runs FROM PipelineRuns WHERE Schedule = ? AND Status = 'running'
+
+-- name: earlier_running_runs
+-- Runs of the schedule still going that came before run RunID (overlap = "queue" waits).
+SELECT count(*) AS runs FROM PipelineRuns WHERE Schedule = ? AND Status = 'running' AND RunID < ?
 
 -- name: insert_skipped_run
 -- A due run not started (its previous run still going, overlap = "skip"). Params: pipeline,

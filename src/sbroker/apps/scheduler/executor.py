@@ -118,6 +118,7 @@ class Outcome:
     times: tuple[str, str] | None
     details: str | None = None  # the traceback of a failed task
     operation_ids: tuple[str, ...] = ()  # Spark Connect's, in place of job ids
+    session: int | None = None  # the broker session whose reader ran it (None: not run)
 
 
 def serve(broker: BrokerAPI, state: ExecutorState, worker: str, *, wait: float,
@@ -274,7 +275,7 @@ def _run(broker: BrokerAPI, state: ExecutorState, msg: m.Message,
     if span is not None:  # with an event per Spark job it started (SPEC §15)
         tracing.end_task(span, status, error, job_ids, operation_ids)
     return Outcome(msg.conversation_handle, log_id, status, value, error, job_ids, (start, end),
-                   details, operation_ids)
+                   details, operation_ids, broker.session_id)
 
 
 def _finish(broker: BrokerAPI, tx: Transaction, outcome: Outcome) -> None:
@@ -283,12 +284,15 @@ def _finish(broker: BrokerAPI, tx: Transaction, outcome: Outcome) -> None:
     details = outcome.details
     if details is not None and len(details) > MAX_DETAILS:
         details = "…" + details[-MAX_DETAILS:]  # the end names the error: keep it
-    tx.execute(
-        sql(broker).mark_finished,
-        (outcome.status, end, outcome.error, details,
-         spark_ids_json(outcome.job_ids, list(outcome.operation_ids)),
-         json.dumps(outcome.value), start or end, outcome.log_id),
-    )
+    row = (outcome.status, end, outcome.error, details,
+           spark_ids_json(outcome.job_ids, list(outcome.operation_ids)),
+           json.dumps(outcome.value), start or end, outcome.log_id)
+    if outcome.session is None:
+        tx.execute(sql(broker).mark_finished, row)
+    elif tx.execute(sql(broker).mark_ran, (*row, outcome.session)).rowcount != 1:
+        log.warning("task %s was reported failed while this executor ran it (its session was"
+                    " judged dead): its outcome here is dropped", outcome.log_id)
+        return
     # if the scheduler ended its dialog (it left), the row is all there is to record
     with contextlib.suppress(ConversationStateError, ConversationNotFoundError):
         tx.send(outcome.handle, schema.ASYNC_DONE, json.dumps({

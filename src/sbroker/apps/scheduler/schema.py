@@ -33,8 +33,12 @@ def install(broker: BrokerAPI, *, max_queue_readers: int, spark: SparkConfig | N
     if CONTRACT not in cat.contracts:
         broker.create_contract(CONTRACT, {ASYNC_SENT: "initiator", ASYNC_DONE: "target"})
     activation = Activation(PROCEDURE, max_queue_readers=max_queue_readers)
+    # Poison handling off here too: a pipeline run's driver that lost its lease rolls back
+    # the receive of its AsyncDone messages (another driver records them), which is no poison.
     if INITIATOR_QUEUE not in cat.queues:
-        broker.create_queue(INITIATOR_QUEUE)
+        broker.create_queue(INITIATOR_QUEUE, poison_message_handling=False)
+    elif cat.queues[INITIATOR_QUEUE].poison_message_handling:
+        broker.alter_queue(INITIATOR_QUEUE, poison_message_handling=False)
     if TARGET_QUEUE not in cat.queues:
         # Poison handling off: a failing task is recorded and reported, never disables the
         # executor's queue (the executor commits every receive it makes anyway).

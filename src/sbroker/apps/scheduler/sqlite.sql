@@ -53,6 +53,15 @@ UPDATE ExecutionLog SET Status = ?, EndTime = ?, Error = ?, ErrorDetails = ?, Sp
     Value = ?, StartTime = COALESCE(StartTime, ?)
 WHERE LogID = ?
 
+-- name: mark_ran
+-- The outcome of a task this executor ran, recorded only while the row is still its own: a
+-- task reported failed meanwhile (its executor's session judged dead while cut off from the
+-- database) keeps that outcome, and its AsyncDone is not sent twice. Params: as
+-- mark_finished's, then the worker session.
+UPDATE ExecutionLog SET Status = ?, EndTime = ?, Error = ?, ErrorDetails = ?,
+    SparkJobIds = ?, Value = ?, StartTime = COALESCE(StartTime, ?)
+WHERE LogID = ? AND Status = 'running' AND WorkerSession = ?
+
 -- name: cancel_requested
 -- Which of the log ids (a JSON array) were asked to cancel.
 SELECT LogID FROM ExecutionLog

@@ -34,10 +34,13 @@ INSERT INTO sb_sessions(session_id, pid, start_token, host, opened_at)
 OVERRIDING SYSTEM VALUE VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING
 
 -- name: dead_sessions
--- Sessions (other than the caller's) that hold no session lock and have not beaten for
--- ``grace`` seconds. Params: own session, grace.
-SELECT s.session_id FROM sb_sessions s
-WHERE s.session_id <> %s AND s.heartbeat_at < clock_timestamp() - make_interval(secs => %s)
+-- Sessions (other than the caller's) that hold no session lock, with their process and
+-- whether they have not beaten for ``grace`` seconds: those are dead, and so are those of
+-- the caller's host whose process is gone (liveness.py). Params: grace, own session.
+SELECT s.session_id, s.pid, s.start_token, s.host,
+    s.heartbeat_at < clock_timestamp() - make_interval(secs => %s) AS stale
+FROM sb_sessions s
+WHERE s.session_id <> %s
     AND NOT EXISTS (SELECT 1 FROM sb_advisory_locks l WHERE l.ns = 1396834307
                     AND l.key = mod(s.session_id, 2147483647)::integer)
 

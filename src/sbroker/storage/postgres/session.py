@@ -7,8 +7,9 @@ database know of each other.
   vanished host's goes when TCP keepalives give up (about 10 s).  The connection also beats
   every second, so that a session whose connection dropped for a moment (a server restart)
   is not taken for dead: a session is dead when it holds no lock and has not beaten for
-  ``GRACE_SECONDS``.  Its rows are then reaped (activation DMV rows; the scheduler fails its
-  running tasks).
+  ``GRACE_SECONDS``, or at once when it holds no lock and is of this host and its process
+  is gone (a ``kill -9``: a resume or a takeover on the same host starts without waiting).
+  Its rows are then reaped (activation DMV rows; the scheduler fails its running tasks).
 - **Change feed** (:class:`ListenFeed`): after every commit a process sends ``NOTIFY sbroker``
   with its session id, coalesced to at most one per ``NOTIFY_SECONDS`` (5 ms: the first
   commit after a quiet spell is told at once) by a thread of its own; a commit that only
@@ -43,6 +44,7 @@ from sbroker.core.clock import SYSTEM_CLOCK, Clock
 from sbroker.storage.postgres import cleanup
 from sbroker.storage.postgres.connection import BACKEND, SQL
 from sbroker.storage.postgres.connector import Connector
+from sbroker.storage.processes import process_alive, process_start_token
 from sbroker.storage.subscribers import Subscribers
 
 log = logging.getLogger("sbroker.storage")
@@ -190,7 +192,7 @@ class LeaseLiveness:
 
     def register(self, now: float) -> int:
         pid = os.getpid()
-        self._row = (pid, _start_token(pid), socket.gethostname(), now)
+        self._row = (pid, process_start_token(pid), socket.gethostname(), now)
         conn = self._connector.connect_raw()
         try:
             row = conn.execute(SQL.register_session, self._row).fetchone()
@@ -211,9 +213,12 @@ class LeaseLiveness:
         return session
 
     def dead(self, own: int) -> list[int]:
+        """Sessions with no lock that have not beaten for GRACE_SECONDS, or (at once) whose
+        process of this host is gone: a killed process's work is taken up without waiting."""
         with self._connector.read() as conn:
-            return [int(r[0]) for r in conn.query_all(BACKEND.dead_sessions,
-                                                      (own, GRACE_SECONDS))]
+            rows = conn.query_all(BACKEND.dead_sessions, (GRACE_SECONDS, own))
+        return [int(sid) for sid, pid, token, host, stale in rows
+                if stale or not process_alive(int(pid), str(token), str(host))]
 
     def alive(self, session: int) -> bool:
         with self._connector.read() as conn:
@@ -290,11 +295,3 @@ class LeaseLiveness:
         self._drop()
         self._cleanup.close()
 
-
-def _start_token(pid: int) -> str:
-    """Something that changes if ``pid`` is reused (Linux: the process start time)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().decode("ascii", "replace").rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return "?"

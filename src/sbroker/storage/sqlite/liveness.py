@@ -9,31 +9,10 @@ import socket
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 
+from sbroker.storage.processes import process_alive, process_start_token
 from sbroker.storage.sqlite.connection import SqliteConnection
 
-
-def process_start_token(pid: int) -> str:
-    """Something that changes if ``pid`` is reused by another process (Linux: start time)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read().decode("ascii", "replace")
-        return data.rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return "?"
-
-
-def process_alive(pid: int, start_token: str, host: str) -> bool:
-    """Whether the process that registered a session still runs (same host only)."""
-    if host != socket.gethostname():
-        return True  # cannot tell: assume alive (SQLite files are not shared across hosts)
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    token = process_start_token(pid)
-    return token == "?" or start_token == "?" or token == start_token
+__all__ = ["PidLiveness", "process_alive", "process_start_token"]
 
 
 class PidLiveness:

@@ -1,4 +1,4 @@
-"""The scheduler's tasks (with cancel) and the durable pipeline runs."""
+"""The scheduler's tasks (with cancel) and the durable pipeline runs (with cancel)."""
 
 from __future__ import annotations
 
@@ -26,9 +26,14 @@ def routes(site: Site) -> list[BaseRoute]:
     def cancel(request: Request, form: FormData) -> str:
         return actions.cancel(site.broker, request.path_params["log_id"])
 
+    def cancel_run(request: Request, form: FormData) -> str:
+        return actions.cancel_run(site.broker, request.path_params["run_id"])
+
     return [
         Route("/scheduler", site.page("scheduler.html", scheduler)),
         Route("/scheduler/runs", site.page("pipeline_runs.html", runs)),
         Route("/scheduler/tasks/{log_id:int}/cancel", site.action(cancel, "/scheduler"),
+              methods=["POST"]),
+        Route("/scheduler/runs/{run_id:int}/cancel", site.action(cancel_run, "/scheduler/runs"),
               methods=["POST"]),
     ]
