@@ -16,7 +16,16 @@ from typing import Any
 import pytest
 
 import sbroker
-from sbroker.apps.pipeline import parse_pipeline, run_attempts, start_run
+from sbroker.apps.pipeline import (
+    PipelineService,
+    get_run,
+    parse_pipeline,
+    resume_run,
+    run_attempts,
+    start_run,
+    submit_run,
+    wait_run,
+)
 from sbroker.apps.pipeline.loading import bind_inputs, find_pipeline
 from sbroker.apps.spark import StubRunner
 
@@ -287,3 +296,33 @@ def test_each_instance_has_its_own_timeout_and_retries(sqlite_broker: sbroker.Br
     assert state.tasks["each"].error == ("1 of 3 instances did not succeed (first each[1]: "
                                          f"{state.tasks['each[1]'].error})")
     assert attempts(sqlite_broker, state.run_id)["each[1]"] == 1
+
+
+def test_from_a_task_runs_it_and_every_item_after_it_again(sqlite_broker: sbroker.Broker,
+                                                          tmp_path: Path) -> None:
+    folder = tmp_path / "flow"
+    pipe = load_flow(folder)
+    first = pipe.run(sqlite_broker)
+    assert first.status == "succeeded" and ran(folder) == {0: 1, 1: 1, 2: 1}
+    again = resume_run(sqlite_broker, pipe.definition(), first.run_id, rerun_from="square")
+    assert again.status == "succeeded"
+    assert again.tasks["numbers"].kept and not again.tasks["square[2]"].kept
+    assert ran(folder) == {0: 2, 1: 2, 2: 2}
+    tries = attempts(sqlite_broker, first.run_id)
+    assert (tries["numbers"], tries["square[0]"], tries["total"]) == (1, 2, 2)
+
+
+def test_a_submitted_python_run_is_driven_by_a_server(sqlite_broker: sbroker.Broker,
+                                                     tmp_path: Path) -> None:
+    folder = tmp_path / "flow"
+    pipe = load_flow(folder)
+    run_id = submit_run(sqlite_broker, pipe.definition({"count": 4}))
+    server = PipelineService(sqlite_broker)  # loads the pipeline by its recorded source
+    server.start()
+    try:
+        assert wait_run(sqlite_broker, run_id, 30) == "succeeded"
+    finally:
+        server.stop()
+    run = get_run(sqlite_broker, run_id)
+    assert run is not None
+    assert {t["name"]: t["value"] for t in run["tasks"]}["total"] == 14
