@@ -280,3 +280,11 @@ def test_the_orders_example_in_python_is_the_toml_examples_graph() -> None:
     assert python.params == {"out": "out/orders", "order_count": 1_000_000,
                              "customer_count": 100_000, "product_count": 10_000,
                              "days": 730, "seed": 42}
+
+
+def test_a_pipeline_imported_as_a_module_knows_where_it_is(tmp_path: Path) -> None:
+    write(tmp_path, "flow_j.py", FLOW)
+    sys.path.insert(0, str(tmp_path))
+    import flow_j  # type: ignore[import-not-found]
+
+    assert flow_j.pipe.definition().source == "flow_j:pipe"

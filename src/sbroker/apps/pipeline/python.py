@@ -25,6 +25,7 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeAlias, TypeVar, overload
 
 from sbroker.apps.pipeline import model
@@ -70,11 +71,16 @@ def registered(source: str) -> Pipeline | None:
 
 def _caller() -> tuple[str | None, int | None]:
     """File and line of the code that called into this package (the user's)."""
+    frame = _user_frame()
+    return frame.f_code.co_filename, frame.f_lineno
+
+
+def _user_frame() -> FrameType:
     frame = sys._getframe(1)
     while frame.f_back is not None and str(frame.f_globals.get("__name__", "")).startswith(
             "sbroker."):
         frame = frame.f_back
-    return frame.f_code.co_filename, frame.f_lineno
+    return frame
 
 
 class _ErrorAt(Protocol):
@@ -197,7 +203,9 @@ class Pipeline:
                  retry_max_delay: str | float = "10m", timeout: str | float | None = None,
                  lease: str | float = "30s", schedule: Every | Cron | None = None,
                  spark: SparkConfig | None = None, description: str = "") -> None:
-        self.file, self.line = _caller()
+        frame = _user_frame()
+        self.file, self.line = frame.f_code.co_filename, frame.f_lineno
+        self.module: str | None = frame.f_globals.get("__name__")  # where to find it again
         error = _error_at(self.file, self.line)
         if not isinstance(name, str) or not name.strip():
             raise error(f"a pipeline's name must be a non-empty string, got {name!r}")
@@ -457,16 +465,14 @@ def _executing(broker: BrokerAPI, pipeline: model.Pipeline) -> Iterator[None]:
 def _found_in_module(pipe: Pipeline) -> str | None:
     """``module:attr`` (or ``FILE.py:attr`` for a script) of a pipeline that is a global of
     the module that created it, else None."""
-    for module in list(sys.modules.values()):
-        file = getattr(module, "__file__", None)
-        if file is None or pipe.file is None or Path(file).resolve() != Path(pipe.file
-                                                                            ).resolve():
-            continue
-        attr = next((k for k, v in vars(module).items() if v is pipe), None)
-        if attr is not None:
-            name = module.__name__
-            return f"{Path(file).resolve()}:{attr}" if name == "__main__" else f"{name}:{attr}"
-    return None
+    module = sys.modules.get(pipe.module or "")
+    attr = next((k for k, v in vars(module).items() if v is pipe), None) if module else None
+    if module is None or attr is None:
+        return None
+    if module.__name__ != "__main__":
+        return f"{module.__name__}:{attr}"
+    file = getattr(module, "__file__", None)
+    return f"{Path(file).resolve()}:{attr}" if file else None
 
 
 def _check_function(function: Callable[..., Any], name: object, error: _ErrorAt) -> None:
