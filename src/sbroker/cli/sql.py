@@ -1,4 +1,4 @@
-"""``sql``: run T-SQL scripts against the broker database, like sqlcmd (SPEC §14)."""
+"""``sql``: run T-SQL scripts against the broker database, like sqlcmd (docs/tsql.md)."""
 
 from __future__ import annotations
 

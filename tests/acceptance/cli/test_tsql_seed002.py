@@ -1,5 +1,5 @@
 """Seed 002's scheduler script and its test batch run unchanged through ``sbroker sql``
-(SPEC §14): the activation procedure is a T-SQL procedure that activation starts; each
+(docs/tsql.md): the activation procedure is a T-SQL procedure that activation starts; each
 stage's tasks run at once on activated readers; ExecutionLog ends with ten rows carrying their
 readers' @@SPID and times; ExecutionStatus answers while the test runs."""
 

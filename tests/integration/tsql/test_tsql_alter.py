@@ -1,5 +1,5 @@
 """ALTER MESSAGE TYPE and ALTER SERVICE in T-SQL on the engine's catalog API, and ALTER
-CONTRACT refused as SQL Server refuses it (SPEC §14)."""
+CONTRACT refused as SQL Server refuses it (docs/tsql.md)."""
 
 from __future__ import annotations
 

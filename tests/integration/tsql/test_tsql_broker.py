@@ -1,4 +1,4 @@
-"""Service Broker statements in T-SQL (SPEC §14) on the broker's API, with SQL Server's
+"""Service Broker statements in T-SQL (docs/tsql.md) on the broker's API, with SQL Server's
 error numbers, and a T-SQL procedure started by activation."""
 
 from __future__ import annotations

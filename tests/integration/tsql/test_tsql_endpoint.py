@@ -12,7 +12,7 @@ import pytest
 
 import sbroker
 from sbroker.apps.tsql import TSqlError
-from sbroker.apps.tsql.sbendpoint import SECRET_VARIABLE
+from sbroker.apps.tsql.statements.endpoint import SECRET_VARIABLE
 
 Run = Callable[..., list[list[dict[str, Any]]]]
 

@@ -1,4 +1,4 @@
-"""The procedural T-SQL of SPEC §14 on a broker: variables, control flow, errors and
+"""The procedural T-SQL of docs/tsql.md on a broker: variables, control flow, errors and
 TRY/CATCH, transactions, procedures, dynamic SQL, plain SQL on the user's tables."""
 
 from __future__ import annotations

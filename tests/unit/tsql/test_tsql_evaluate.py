@@ -37,10 +37,10 @@ class Scope:
     def scope_identity(self) -> Any:
         return 3
 
-    def subquery(self, select: n.Select) -> Any:
+    def subquery(self, select: n.Query) -> Any:
         raise AssertionError("no subquery here")
 
-    def exists(self, select: n.Select) -> bool:
+    def exists(self, select: n.Query) -> bool:
         raise AssertionError("no subquery here")
 
     def object_id(self, name: str) -> int | None:

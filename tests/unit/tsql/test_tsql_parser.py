@@ -1,5 +1,5 @@
-"""The T-SQL parser: each construct of SPEC §14 gives its node; errors name line and column;
-the seed 002 scripts parse whole."""
+"""The T-SQL parser: each construct of docs/tsql.md gives its statement; errors name line
+and column; the seed 002 scripts parse whole."""
 
 from __future__ import annotations
 
@@ -11,26 +11,38 @@ from hypothesis import strategies as st
 
 from sbroker.apps.tsql import nodes as n
 from sbroker.apps.tsql.errors import TSqlSyntaxError
-from sbroker.apps.tsql.parser import parse
+from sbroker.apps.tsql.statement import Statement, parse
+from sbroker.apps.tsql.statements import (
+    cursors,
+    dialogs,
+    endpoint,
+    flow,
+    queries,
+    queues,
+    receive,
+    routines,
+    routing,
+    variables,
+)
 from sbroker.apps.tsql.tokens import split_batches
 
 SEEDS = Path(__file__).resolve().parents[3] / "examples" / "tsql"
 
 
-def one(text: str) -> n.Stmt:
+def one(text: str) -> Statement:
     [stmt] = parse(text)
     return stmt
 
 
 def test_declare_set_and_select_assignment() -> None:
     declare = one("declare @a int = 1, @b nvarchar(max)")
-    assert isinstance(declare, n.Declare)
+    assert isinstance(declare, variables.Declare)
     assert [(name, t.name, t.args) for name, t, _ in declare.items] == [
         ("a", "INT", ()), ("b", "NVARCHAR", ("MAX",))]
-    assert one("set @a += 2") == n.SetVar(1, 1, "a", "+=", n.Literal(2))
+    assert one("set @a += 2") == variables.SetVar(1, 1, "a", "+=", n.Literal(2))
     select = one("select @a = 1, @b = 'x'")
-    assert isinstance(select, n.Select)
-    assert [i.target for i in select.items] == ["a", "b"] and select.rest == ""
+    assert isinstance(select, queries.Select)
+    assert [i.target for i in select.query.items] == ["a", "b"] and select.query.rest == ""
 
 
 def test_statements_need_no_semicolons() -> None:
@@ -38,7 +50,8 @@ def test_statements_need_no_semicolons() -> None:
                  " update T set a = 1 where b = 2 select * from T")
     assert [type(s).__name__ for s in body] == ["Declare", "SetVar", "If", "PlainSql", "Select"]
     update = body[3]
-    assert isinstance(update, n.PlainSql) and update.sql == "update T set a = 1 where b = 2"
+    assert isinstance(update, queries.PlainSql)
+    assert update.sql == "update T set a = 1 where b = 2"
 
 
 def test_try_catch_while_and_end_conversation_inside_a_block() -> None:
@@ -54,11 +67,11 @@ def test_try_catch_while_and_end_conversation_inside_a_block() -> None:
             end catch
         end""")
     [loop] = body
-    assert isinstance(loop, n.While) and isinstance(loop.body, n.Block)
+    assert isinstance(loop, flow.While) and isinstance(loop.body, flow.Block)
     [trycatch] = loop.body.body
-    assert isinstance(trycatch, n.TryCatch)
-    assert isinstance(trycatch.body[0], n.Broker) and trycatch.body[0].verb == "END CONVERSATION"
-    assert isinstance(trycatch.handler[0], n.Continue)
+    assert isinstance(trycatch, flow.TryCatch)
+    assert isinstance(trycatch.body[0], dialogs.EndConversation)
+    assert trycatch.handler == (flow.Leave(9, 17, flow.Continue),)
 
 
 def test_service_broker_statements() -> None:
@@ -76,19 +89,20 @@ def test_service_broker_statements() -> None:
         end conversation @h with error = 1 description = 'no'
         create broker priority P1 for conversation set (contract_name = C, priority_level = 3)
     """)
-    verbs = [s.verb for s in body if isinstance(s, n.Broker)]
-    assert verbs == ["CREATE QUEUE", "BEGIN DIALOG", "SEND", "RECEIVE", "GET CONVERSATION GROUP",
-                     "BEGIN CONVERSATION TIMER", "MOVE CONVERSATION", "END CONVERSATION",
-                     "CREATE BROKER PRIORITY"]
+    assert [type(s) for s in body] == [
+        queues.CreateQueue, dialogs.BeginDialog, dialogs.Send, receive.Waitfor,
+        receive.GetConversationGroup, dialogs.BeginConversationTimer,
+        dialogs.MoveConversation, dialogs.EndConversation, routing.CreateBrokerPriority]
     queue = body[0]
-    assert isinstance(queue, n.Broker)
-    assert queue.args["options"]["ACTIVATION"] == {
+    assert isinstance(queue, queues.CreateQueue)
+    assert queue.options["ACTIVATION"] == {
         "STATUS": "ON", "PROCEDURE_NAME": "P", "MAX_QUEUE_READERS": n.Literal(4),
         "EXECUTE": "SELF"}
-    receive = body[3]
-    assert isinstance(receive, n.Broker)
-    assert receive.args["waiting"] and receive.args["timeout"] == n.Literal(500)
-    assert receive.args["where"] == ("conversation_handle", n.Var("h"))
+    waitfor = body[3]
+    assert isinstance(waitfor, receive.Waitfor) and waitfor.timeout == n.Literal(500)
+    assert isinstance(waitfor.inner, receive.Receive)
+    assert waitfor.inner.where == ("conversation_handle", n.Var("h"))
+    assert body[5] == dialogs.BeginConversationTimer(10, 9, n.Var("h"), n.Literal(5))
 
 
 def test_endpoint_options_as_sql_server_writes_them() -> None:
@@ -96,13 +110,13 @@ def test_endpoint_options_as_sql_server_writes_them() -> None:
                " listener_ip = (10.0.0.7)) for service_broker (authentication ="
                " windows kerberos certificate [C 1] encryption = required algorithm rc4 aes,"
                " message_forward_size = 5)")
-    assert isinstance(stmt, n.Broker) and stmt.verb == "CREATE ENDPOINT"
-    assert stmt.args["options"] == {
+    assert isinstance(stmt, endpoint.CreateEndpoint)
+    assert stmt.options == {
         "STATE": "STARTED", "LISTENER_PORT": n.Literal(4022), "LISTENER_IP": "10.0.0.7",
         "AUTHENTICATION": {"WINDOWS": "KERBEROS", "CERTIFICATE": "C 1"},
         "ENCRYPTION": "REQUIRED", "MESSAGE_FORWARD_SIZE": n.Literal(5)}
     stmt = one("alter endpoint E as tcp (listener_ip = ('::1'))")
-    assert isinstance(stmt, n.Broker) and stmt.args["options"] == {"LISTENER_IP": "::1"}
+    assert isinstance(stmt, endpoint.AlterEndpoint) and stmt.options == {"LISTENER_IP": "::1"}
     with pytest.raises(TSqlSyntaxError, match="ENDPOINT AS HTTP is not supported"):
         parse("create endpoint E as http (path = '/x') for soap ()")
     with pytest.raises(TSqlSyntaxError, match="expected WINDOWS or CERTIFICATE"):
@@ -115,8 +129,8 @@ def test_cursor_statements() -> None:
                  " order by a for read only\nopen c fetch next from c into @a, @b"
                  " fetch c close c deallocate c")
     declare = body[0]
-    assert isinstance(declare, n.DeclareCursor) and declare.local and declare.name == "c"
-    assert [(s.action, s.targets) for s in body[1:] if isinstance(s, n.CursorOp)] == [
+    assert isinstance(declare, cursors.DeclareCursor) and declare.local and declare.name == "c"
+    assert [(s.action, s.targets) for s in body[1:] if isinstance(s, cursors.CursorOp)] == [
         ("OPEN", ()), ("FETCH", ("a", "b")), ("FETCH", ()), ("CLOSE", ()),
         ("DEALLOCATE", ())]
     with pytest.raises(TSqlSyntaxError, match="SCROLL cursors"):
@@ -130,7 +144,7 @@ def test_cursor_statements() -> None:
 def test_create_procedure_keeps_its_text_and_parameters() -> None:
     proc = one("create procedure dbo.P @a int = 3, @b uniqueidentifier output as\n"
                "begin select @a end")
-    assert isinstance(proc, n.CreateProcedure)
+    assert isinstance(proc, routines.CreateProcedure)
     assert proc.name == "P"
     assert [(p.name, p.type.name, p.output) for p in proc.params] == [
         ("a", "INT", False), ("b", "UNIQUEIDENTIFIER", True)]

@@ -12,8 +12,10 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from sbroker.apps.tsql import interpreter, nodes
+from sbroker.apps.tsql import sqlexec
 from sbroker.apps.tsql.session import Session
+from sbroker.apps.tsql.statement import execute
+from sbroker.apps.tsql.statements.routines import ExecProc
 
 log = logging.getLogger("sbroker.tsql")
 
@@ -24,9 +26,9 @@ def run_activated(ctx: Any, name: str) -> None:
     session = Session(broker, spid=broker.session_id * 100000 + ctx.task_id,
                       out=lambda text: log.info("%s: %s", name, text), stopping=ctx.stopping,
                       received=ctx.request_reader)
-    frame = interpreter.new_frame(session)
+    frame = sqlexec.new_frame(session)
     try:
-        interpreter.execute(frame, nodes.ExecProc(0, 0, name, (), None))
+        execute(frame, ExecProc(0, 0, name, (), None))
     finally:
         session.close()
 

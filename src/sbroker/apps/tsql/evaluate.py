@@ -13,10 +13,14 @@ from typing import Any, Protocol
 
 from sbroker.apps.tsql import nodes as n
 from sbroker.apps.tsql import values
-from sbroker.apps.tsql.errors import TSqlError
-
-DIVIDE_BY_ZERO = 8134
-UNKNOWN_FUNCTION = 195
+from sbroker.apps.tsql.errors import (
+    CONVERSION_FAILED,
+    DIVIDE_BY_ZERO,
+    INVALID_COLUMN,
+    UNKNOWN_FUNCTION,
+    TSqlError,
+    unsupported,
+)
 
 
 class Scope(Protocol):
@@ -35,9 +39,9 @@ class Scope(Protocol):
 
     def scope_identity(self) -> Any: ...
 
-    def subquery(self, select: n.Select) -> Any: ...
+    def subquery(self, select: n.Query) -> Any: ...
 
-    def exists(self, select: n.Select) -> bool: ...
+    def exists(self, select: n.Query) -> bool: ...
 
     def object_id(self, name: str) -> int | None: ...
 
@@ -46,7 +50,7 @@ def evaluate(expr: n.Expr, scope: Scope) -> Any:
     """The value of ``expr`` in ``scope``."""
     rule = RULES.get(type(expr))
     if rule is None:
-        raise TSqlError(f"cannot evaluate {type(expr).__name__}", 40517, 15)
+        raise unsupported(f"evaluating {type(expr).__name__}")
     return rule(expr, scope)
 
 
@@ -58,7 +62,7 @@ def truth(value: Any) -> bool:
 def _column(expr: n.Column, scope: Scope) -> Any:
     row = scope.row
     if row is None or expr.name not in row:
-        raise TSqlError(f"Invalid column name '{expr.name}'", 207)
+        raise TSqlError(f"Invalid column name '{expr.name}'", INVALID_COLUMN)
     return row[expr.name]
 
 
@@ -71,7 +75,7 @@ def _numeric(value: Any) -> Any:
                 return float(value)
             except ValueError:
                 raise TSqlError(f"Conversion failed when converting the value {value!r} to a"
-                                " number", values.CONVERSION_FAILED) from None
+                                " number", CONVERSION_FAILED) from None
     return value
 
 
@@ -204,7 +208,7 @@ def _method(expr: n.Method, scope: Scope) -> Any:
     args = [evaluate(a, scope) for a in expr.args]
     if expr.name == "value" and len(args) == 2:
         return values.xml_value(target, values.text_of(args[0]), values.text_of(args[1]))
-    raise TSqlError(f"the XML method {expr.name}() is not supported by sbroker", 40517, 15)
+    raise unsupported(f"the XML method {expr.name}()")
 
 
 def _call(expr: n.Call, scope: Scope) -> Any:

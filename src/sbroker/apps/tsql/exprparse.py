@@ -3,10 +3,8 @@ the statement parser."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from sbroker.apps.tsql import nodes as n
-from sbroker.apps.tsql.errors import UNSUPPORTED, TSqlSyntaxError
+from sbroker.apps.tsql.errors import REFUSED, UNSUPPORTED, TSqlSyntaxError
 from sbroker.apps.tsql.tokens import Kind, Token
 
 COMPARISONS = ("=", "<>", "!=", "<", ">", "<=", ">=", "!<", "!>")
@@ -112,9 +110,11 @@ def var_name(tok: Token) -> str:
 
 
 class ExprParser(TokenStream):
-    """Expressions; ``parse_subquery`` is given by the statement parser."""
+    """Expressions; a subquery's SELECT is read by ``query``, which the statement parser
+    gives."""
 
-    parse_subquery: Callable[[], n.Select]
+    def query(self) -> n.Query:
+        raise NotImplementedError
 
     def expression(self) -> n.Expr:
         return self._or()
@@ -247,7 +247,7 @@ class ExprParser(TokenStream):
     def _parenthesized(self) -> n.Expr:
         self.advance()
         if self.tok.is_word("SELECT"):
-            select = self.parse_subquery()
+            select = self.query()
             self.expect_op(")")
             return n.Subquery(select)
         inner = self.expression()
@@ -265,7 +265,7 @@ class ExprParser(TokenStream):
         if word == "EXISTS" and self.peek().is_op("("):
             self.advance()
             self.advance()
-            select = self.parse_subquery()
+            select = self.query()
             self.expect_op(")")
             return n.Exists(select)
         if word in ("CAST", "TRY_CAST") and self.peek().is_op("("):
@@ -286,7 +286,8 @@ class ExprParser(TokenStream):
             self.expect_op(")")
             return n.Cast(operand, type_name.name, style)
         if word in REFUSED_FUNCTIONS:
-            raise self.error(f"{word} reaches outside the database and is refused", number=15281)
+            raise self.error(f"{word} reaches outside the database and is refused",
+                             number=REFUSED)
         if self.peek().is_op("("):
             self.advance()
             return n.Call(word, self._args())

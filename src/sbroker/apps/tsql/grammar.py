@@ -1,89 +1,84 @@
-"""The statement grammar's base: dispatch on the leading keyword through ``rules`` (a table
-of token -> rule, as sqlglot's parser does), blocks, SELECT, and the delimiting of plain SQL
-statements (translated later by sqlglot, in ``translate``)."""
+"""Plain SQL inside T-SQL: where a plain statement (SELECT, INSERT, UPDATE, CREATE TABLE ...)
+ends, and the items of a SELECT.  The statement is translated later by sqlglot
+(``translate``).
+
+T-SQL needs no semicolons: a plain statement ends at ``;``, at the end of the batch, at the
+ELSE or END of the block around it, or where another statement begins, as SQL Server's
+parser finds it.  A word that begins a statement elsewhere continues this one where SQL lets
+it (``INSERT ... SELECT``, ``UPDATE ... SET``, ``UNION SELECT``, ``DROP TABLE IF EXISTS``,
+``ON DELETE CASCADE``, ``OFFSET ... FETCH``, MERGE's ``THEN UPDATE``, a CTE's statement);
+the rules are ``_Scan``'s (docs/tsql.md, "Statements without semicolons")."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from dataclasses import dataclass
 
 from sbroker.apps.tsql import nodes as n
 from sbroker.apps.tsql.errors import REFUSED
 from sbroker.apps.tsql.exprparse import REFUSED_FUNCTIONS, ExprParser, var_name
 from sbroker.apps.tsql.tokens import Kind, Token
 
-#: Keywords that begin a statement: a plain SQL statement ends before one (outside
-#: parentheses), as T-SQL needs no semicolons.
-STARTS = frozenset((
-    "SELECT", "INSERT", "UPDATE", "DELETE", "MERGE", "TRUNCATE", "IF", "WHILE", "BEGIN", "END",
-    "DECLARE", "SET", "EXEC", "EXECUTE", "RETURN", "PRINT", "RAISERROR", "THROW", "BREAK",
-    "CONTINUE", "WAITFOR", "SEND", "RECEIVE", "CREATE", "ALTER", "DROP", "USE", "COMMIT",
-    "ROLLBACK", "ELSE", "GET", "MOVE", "GOTO", "SAVE", "GRANT", "DENY", "REVOKE", "BULK",
-    "OPEN", "FETCH", "CLOSE", "DEALLOCATE",
-))
+#: Words that end a plain statement without beginning one (outside a CASE expression): the
+#: ELSE of an IF and the END of a BEGIN ... END block.
+BLOCK_WORDS = ("ELSE", "END")
 SET_OPS = ("=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=")
 SELECT_CLAUSES = ("FROM", "WHERE", "GROUP", "HAVING", "ORDER", "INTO", "UNION", "EXCEPT",
                   "INTERSECT", "FOR", "OPTION")
+#: The statements a common table expression (``WITH x AS (...)``) may precede.
+CTE_STATEMENTS = ("SELECT", "INSERT", "UPDATE", "DELETE", "MERGE")
 
 
-Rule = Callable[["Parser"], "n.Stmt | None"]
+@dataclass
+class _Scan:
+    """What a plain statement begun by ``verb`` has met so far, and so which statement
+    words at its own level continue it rather than begin the next statement."""
+
+    verb: str
+    last: str = ""           # the last statement word it took in (the verb at first)
+    has_rows: bool = False   # an INSERT has its SELECT or VALUES
+
+    def __post_init__(self) -> None:
+        self.last = self.verb
+
+    def continues(self, word: str, prev: Token, nxt: Token) -> bool:
+        if self.verb == "WITH" and word in CTE_STATEMENTS:
+            self.verb = word  # the statement the CTE is for
+            taken = True
+        elif word == "SELECT":
+            taken = (prev.is_word("UNION", "ALL", "EXCEPT", "INTERSECT")
+                     or (self.verb == "INSERT" and not self.has_rows)
+                     or (self.verb in ("CREATE", "ALTER") and prev.is_word("AS")))
+        elif word == "SET":
+            taken = self.last == "UPDATE"
+        elif word in ("UPDATE", "DELETE", "INSERT"):
+            taken = ((self.verb == "MERGE" and prev.is_word("THEN"))
+                     or (word != "INSERT" and prev.is_word("ON")))
+        elif word == "IF":
+            taken = self.verb == "DROP" and nxt.is_word("EXISTS")
+        else:
+            taken = word == "FETCH" and prev.is_word("ROWS", "ROW")  # OFFSET n ROWS FETCH
+        if taken:
+            self.last = word
+            self.has_rows = self.has_rows or word == "SELECT"
+        return taken
 
 
-class Parser(ExprParser):
-    """Statements of one batch; ``rules`` maps a leading keyword to its rule."""
+class SqlParser(ExprParser):
+    """Plain statements and SELECT; which words begin a statement is the statement
+    parser's to say (``starts_statement``)."""
 
-    def __init__(self, tokens: list[Token], text: str, rules: dict[str, Rule]) -> None:
-        super().__init__(tokens, text)
-        self.rules = rules
-        self.parse_subquery = self.subquery
-
-    # -- the batch and statements --------------------------------------------------------
-    def batch(self) -> tuple[n.Stmt, ...]:
-        body = []
-        while self.tok.kind is not Kind.EOF:
-            stmt = self.statement()
-            if stmt is not None:
-                body.append(stmt)
-        return tuple(body)
-
-    def statement(self) -> n.Stmt | None:
-        tok = self.tok
-        if tok.is_op(";"):
-            self.advance()
-            return None
-        if tok.kind is not Kind.WORD:
-            raise self.error("expected a statement")
-        rule = self.rules.get(tok.upper)
-        if rule is None:
-            raise self.unsupported(f"the statement {tok.value.upper()}")
-        stmt = rule(self)
-        self.accept_op(";")
-        return stmt
-
-    def block_until(self, *closing: str) -> tuple[n.Stmt, ...]:
-        """Statements up to (not including) the word END followed by one of ``closing``
-        (or a plain END when ``closing`` is empty)."""
-        body: list[n.Stmt] = []
-        while True:
-            tok = self.tok
-            if tok.kind is Kind.EOF:
-                raise self.error("missing END")
-            if tok.is_word("END") and not self.peek().is_word("CONVERSATION") and (
-                    not closing or self.peek().is_word(*closing)):
-                return tuple(body)
-            stmt = self.statement()
-            if stmt is not None:
-                body.append(stmt)
+    def starts_statement(self, i: int | None = None) -> bool:
+        """Whether a statement begins at token ``i`` (the current one by default)."""
+        raise NotImplementedError
 
     # -- plain SQL delimiting ------------------------------------------------------------
     def scan_to_end(self, verb: str) -> int:
         """Advance to the end of a plain SQL statement begun by ``verb``; returns the end
-        position (exclusive).  Stops at ``;``, a statement keyword at depth 0, an unmatched
-        ``)``, or the end of the batch."""
+        position (exclusive)."""
         depth = case = 0
-        seen_set = seen_select = False
+        scan = _Scan(verb)
         while True:
             tok = self.tok
-            prev = self.tokens[self.pos - 1] if self.pos else tok
             if tok.kind is Kind.EOF or (depth == 0 and tok.is_op(";", ")")):
                 return self.pos
             if tok.is_op("("):
@@ -94,46 +89,33 @@ class Parser(ExprParser):
                 case += 1
             elif tok.is_word("END") and case:
                 case -= 1
-            elif depth == 0 and tok.upper in STARTS and not (tok.is_word("ELSE") and case):
-                word = tok.upper
-                allowed = (
-                    (word == "SELECT" and (prev.is_word("UNION", "ALL", "EXCEPT", "INTERSECT")
-                                           or (verb == "INSERT" and not seen_select)
-                                           or (prev.is_word("AS") and verb != "SELECT")))
-                    or (word == "SET" and verb == "UPDATE" and not seen_set)
-                    or (word in ("UPDATE", "DELETE") and prev.is_word("ON"))
-                    or (word == "IF" and self.peek().is_word("EXISTS")))
-                if not allowed:
-                    return self.pos
-                seen_set = seen_set or word == "SET"
-                seen_select = seen_select or word == "SELECT"
+            elif depth == 0 and self._ends_before(scan, case > 0):
+                return self.pos
             if tok.is_word("VALUES"):
-                seen_select = True  # INSERT ... VALUES takes no SELECT after it
+                scan.has_rows = True  # INSERT ... VALUES takes no SELECT after it
             if tok.upper in REFUSED_FUNCTIONS:
                 raise self.error(f"{tok.upper} reaches outside the database and is refused",
                                  number=REFUSED)
             self.advance()
 
-    def plain(self) -> n.Stmt:
-        first = self.tok
-        start = self.pos
-        verb = first.upper
-        self.advance()
-        end = self.scan_to_end(verb)
-        return n.PlainSql(first.line, first.column, self.span(start, end), verb)
+    def _ends_before(self, scan: _Scan, in_case: bool) -> bool:
+        """Whether the plain statement ends before the current token, at its own level."""
+        tok = self.tok
+        if tok.is_word(*BLOCK_WORDS):
+            return not in_case
+        return self.starts_statement() and not scan.continues(
+            tok.upper, self.tokens[self.pos - 1], self.peek())
 
     # -- SELECT ----------------------------------------------------------------------------
-    def select(self) -> n.Stmt:
-        return self.subquery()
-
-    def subquery(self) -> n.Select:
-        first = self.expect_word("SELECT")
+    def query(self) -> n.Query:
+        """A SELECT, from its SELECT keyword to its end."""
+        self.expect_word("SELECT")
         start = self.pos - 1
         self.accept_word("ALL")
         if self.tok.is_word("DISTINCT"):
             self.pos = start + 1
             end = self.scan_to_end("SELECT")
-            return n.Select(first.line, first.column, (), "", sql=self.span(start, end))
+            return n.Query((), "", sql=self.span(start, end))
         top = None
         top_sql = ""
         if self.accept_word("TOP"):
@@ -148,8 +130,8 @@ class Parser(ExprParser):
         rest_start = self.pos
         end = self.scan_to_end("SELECT")
         rest_end, xml_path = self._for_xml(rest_start, end)
-        return n.Select(first.line, first.column, tuple(items), self.span(rest_start, rest_end),
-                        top, xml_path, self.span(start, end), top_sql)
+        return n.Query(tuple(items), self.span(rest_start, rest_end), top, xml_path,
+                       self.span(start, end), top_sql)
 
     def _for_xml(self, start: int, end: int) -> tuple[int, str | None]:
         """Cut a trailing ``FOR XML PATH('name')`` off the clauses ``start .. end``."""
@@ -183,7 +165,7 @@ class Parser(ExprParser):
                 expr = n.Binary(op[0], n.Var(var_name(tok)), expr)
             return n.SelectItem(expr, None, var_name(tok), self.span(start + 2, self.pos))
         if (tok.kind in (Kind.WORD, Kind.QUOTED) and self.peek().is_op("=")
-                and tok.upper not in STARTS):
+                and not self.starts_statement()):
             self.advance()
             self.advance()
             expr_start = self.pos
@@ -196,8 +178,9 @@ class Parser(ExprParser):
         if self.accept_word("AS"):
             alias = self.name() if self.tok.kind is not Kind.STRING else self.advance().value
         elif self.tok.kind is Kind.QUOTED or (
-                self.tok.kind is Kind.WORD and self.tok.upper not in STARTS
-                and self.tok.upper not in SELECT_CLAUSES):
+                self.tok.kind is Kind.WORD and not self.starts_statement()
+                and self.tok.upper not in SELECT_CLAUSES
+                and self.tok.upper not in BLOCK_WORDS):
             alias = self.name()
         sql = expr_text if alias is None else f"{expr_text} AS [{alias}]"
         return n.SelectItem(item, alias, None, sql)
@@ -215,7 +198,8 @@ class Parser(ExprParser):
             tok = self.tok
             if tok.kind is Kind.EOF or (depth == 0 and (
                     tok.is_op(",", ";", ")") or tok.upper in SELECT_CLAUSES
-                    or tok.upper in STARTS or tok.is_word("AS"))):
+                    or tok.is_word(*BLOCK_WORDS) or self.starts_statement()
+                    or tok.is_word("AS"))):
                 return None
             depth += tok.is_op("(") - tok.is_op(")")
             self.advance()

@@ -1,14 +1,11 @@
-"""The syntax tree of T-SQL: expressions and statements as frozen dataclasses.
-
-Every statement keeps its first token's line and column, so a runtime error names them.
-"""
+"""The syntax tree of T-SQL expressions as frozen dataclasses, and the parts statements
+share (types, SELECT items, the query of a SELECT).  The statements themselves are classes
+of ``statements/``, each with its parse rule and how it runs (``statement.Statement``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
-
-from sbroker.apps.tsql.tokens import Token
 
 
 # -- expressions ---------------------------------------------------------------------------
@@ -101,66 +98,20 @@ class Case(Expr):
 @dataclass(frozen=True)
 class Exists(Expr):
     """``EXISTS (SELECT ...)``: true when the query returns a row."""
-    select: Select
+    select: Query
 
 
 @dataclass(frozen=True)
 class Subquery(Expr):
     """A scalar subquery: a SELECT evaluated for its single value."""
-    select: Select
+    select: Query
 
 
-# -- statements ----------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Stmt:
-    line: int
-    column: int
-
-
+# -- parts of statements ------------------------------------------------------------------
 @dataclass(frozen=True)
 class TypeName:
     name: str                   # upper-cased
     args: tuple[str, ...] = ()  # (max) (10, 2) ...
-
-
-@dataclass(frozen=True)
-class Declare(Stmt):
-    items: tuple[tuple[str, TypeName, Expr | None], ...]
-
-
-@dataclass(frozen=True)
-class DeclareTable(Stmt):
-    name: str
-    columns_sql: str            # the column list as T-SQL, "(a int, b nvarchar(10))"
-
-
-@dataclass(frozen=True)
-class DeclareCursor(Stmt):
-    """DECLARE name CURSOR [LOCAL | GLOBAL] [options] FOR select."""
-    name: str
-    select: Select
-    local: bool
-
-
-@dataclass(frozen=True)
-class CursorOp(Stmt):
-    """OPEN / CLOSE / DEALLOCATE name; FETCH [NEXT] FROM name [INTO @a, ...]."""
-    action: str
-    name: str
-    targets: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class SetVar(Stmt):
-    name: str
-    op: str                     # "=" or "+=" ...
-    value: Expr
-
-
-@dataclass(frozen=True)
-class SetOption(Stmt):
-    option: str                 # XACT_ABORT, NOCOUNT, ...
-    value: str
 
 
 @dataclass(frozen=True)
@@ -172,9 +123,10 @@ class SelectItem:
 
 
 @dataclass(frozen=True)
-class Select(Stmt):
-    """A SELECT: ``items`` parsed; ``rest`` the T-SQL text from FROM on ('' if none);
-    ``xml_path`` the element name of FOR XML PATH('name')."""
+class Query:
+    """A SELECT (a statement's, a subquery's, a cursor's): ``items`` parsed; ``rest`` the
+    T-SQL text from FROM on ('' if none); ``xml_path`` the element name of FOR XML
+    PATH('name')."""
     items: tuple[SelectItem, ...]
     rest: str
     top: Expr | None = None
@@ -184,103 +136,8 @@ class Select(Stmt):
 
 
 @dataclass(frozen=True)
-class PlainSql(Stmt):
-    """A statement sent to the database after translation (INSERT, UPDATE, CREATE TABLE...)."""
-    sql: str
-    verb: str
-
-
-@dataclass(frozen=True)
-class Block(Stmt):
-    body: tuple[Stmt, ...]
-
-
-@dataclass(frozen=True)
-class If(Stmt):
-    condition: Expr
-    then: Stmt
-    otherwise: Stmt | None
-
-
-@dataclass(frozen=True)
-class While(Stmt):
-    condition: Expr
-    body: Stmt
-
-
-@dataclass(frozen=True)
-class Break(Stmt):
-    pass
-
-
-@dataclass(frozen=True)
-class Continue(Stmt):
-    pass
-
-
-@dataclass(frozen=True)
-class TryCatch(Stmt):
-    body: tuple[Stmt, ...]
-    handler: tuple[Stmt, ...]
-
-
-@dataclass(frozen=True)
-class Raiserror(Stmt):
-    message: Expr
-    severity: Expr
-    state: Expr
-    args: tuple[Expr, ...]
-
-
-@dataclass(frozen=True)
-class Throw(Stmt):
-    number: Expr | None         # None: rethrow in CATCH
-    message: Expr | None
-    state: Expr | None
-
-
-@dataclass(frozen=True)
-class Return(Stmt):
-    value: Expr | None
-
-
-@dataclass(frozen=True)
-class Print(Stmt):
-    value: Expr
-
-
-@dataclass(frozen=True)
-class TranControl(Stmt):
-    action: str                 # BEGIN, COMMIT, ROLLBACK, SAVE
-
-
-@dataclass(frozen=True)
-class ExecArg:
-    name: str | None            # @param = ... ; None when positional
-    value: Expr
-    output: bool
-
-
-@dataclass(frozen=True)
-class ExecProc(Stmt):
-    name: str
-    args: tuple[ExecArg, ...]
-    result: str | None          # EXEC @rc = proc
-
-
-@dataclass(frozen=True)
-class ExecDynamic(Stmt):
-    sql: Expr
-
-
-@dataclass(frozen=True)
-class WaitforDelay(Stmt):
-    delay: Expr
-    until: bool                 # WAITFOR TIME
-
-
-@dataclass(frozen=True)
 class Param:
+    """A procedure's parameter."""
     name: str
     type: TypeName
     default: Expr | None
@@ -288,39 +145,8 @@ class Param:
 
 
 @dataclass(frozen=True)
-class CreateProcedure(Stmt):
-    name: str
-    params: tuple[Param, ...]
-    body: tuple[Stmt, ...]
-    alter: bool
-    source: str                 # the CREATE statement's text, kept in the database
-
-
-@dataclass(frozen=True)
-class DropObject(Stmt):
-    kind: str                   # PROCEDURE, MESSAGE TYPE, ...
-    names: tuple[str, ...]
-    if_exists: bool
-
-
-@dataclass(frozen=True)
-class Database(Stmt):
-    """USE / CREATE / DROP / ALTER DATABASE: act on the one open broker database."""
-    action: str
-    name: str
-    options: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Broker(Stmt):
-    """A Service Broker statement: ``verb`` names it (CREATE QUEUE, SEND, ...); ``args``
-    holds its parts, parsed."""
-    verb: str
-    args: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
-
-
-@dataclass(frozen=True)
-class Script:
-    """A parsed batch."""
-    body: tuple[Stmt, ...]
-    tokens: tuple[Token, ...] = ()
+class ExecArg:
+    """An argument of EXEC procedure."""
+    name: str | None            # @param = ... ; None when positional
+    value: Expr
+    output: bool

@@ -54,7 +54,7 @@ WHERE table_schema = current_schema() AND lower(table_name) = lower(:table)
   AND data_type IN ('text', 'character varying', 'character')
 
 -- name: sys_service_broker_endpoints
--- The broker endpoint (SPEC §7) with SQL Server's columns: one row when there is one.
+-- The broker endpoint (docs/network.md) with SQL Server's columns: one row when there is one.
 SELECT COALESCE(CAST(options AS JSON) ->> 'name', 'ServiceBrokerEndpoint') AS name,
        1 AS endpoint_id, 'TCP' AS protocol_desc, 'SERVICE_BROKER' AS type_desc,
        UPPER(COALESCE(CAST(options AS JSON) ->> 'state', 'started')) AS state_desc,

@@ -1,5 +1,6 @@
 """Running a T-SQL script: sqlcmd's ``$(NAME)`` variables, batches split on GO, each batch
-parsed then run on one session; an error of severity >= 11 ends its batch (SPEC §14)."""
+parsed then run on one session; an error of severity >= 11 ends its batch (docs/tsql.md,
+"Running scripts")."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ import itertools
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from sbroker.apps.tsql import interpreter, procedures, sqlexec
-from sbroker.apps.tsql.errors import TSqlError
-from sbroker.apps.tsql.parser import parse
+from sbroker.apps.tsql import sqlexec
+from sbroker.apps.tsql.errors import BREAK_OUTSIDE_LOOP, USER, TSqlError
 from sbroker.apps.tsql.ports import TSqlBroker
 from sbroker.apps.tsql.session import ResultSet, Session
+from sbroker.apps.tsql.statement import Break, Continue, Return, parse, run
+from sbroker.apps.tsql.statements.variables import sweep_table_variables
 from sbroker.apps.tsql.tokens import Token, split_batches
 
 SCRIPT_SPIDS = 50000  # SPIDs of scripts start here within a broker session's range
@@ -35,7 +37,7 @@ def substitute(text: str, variables: Mapping[str, str]) -> str:
             i = j + 2
             continue
         if name not in variables:
-            raise TSqlError(f"'{name}' scripting variable not defined.", 50000, 16)
+            raise TSqlError(f"'{name}' scripting variable not defined.", USER, 16)
         out.append(text[i:j])
         out.append(variables[name])
         i = k + 1
@@ -57,7 +59,7 @@ class Runner:
                  variables: Mapping[str, str] | None = None) -> None:
         spid = broker.session_id * 100000 + SCRIPT_SPIDS + next(_numbers) % 50000
         self.session = Session(broker, spid=spid, out=out)
-        procedures.sweep_table_variables(self.session)
+        sweep_table_variables(self.session)
         self.variables = dict(variables or {})
 
     def batches(self, text: str) -> Iterator[BatchOutcome]:
@@ -76,12 +78,12 @@ class Runner:
         self.session.results = outcome.results
         try:
             body = parse(text, tokens)
-            frame = interpreter.new_frame(self.session)
-            interpreter.run(frame, body)
-        except interpreter.Return:
+            run(sqlexec.new_frame(self.session), body)
+        except Return:
             pass
-        except (interpreter.Break, interpreter.Continue):
-            outcome.error = TSqlError("BREAK or CONTINUE outside a WHILE loop", 135, 15)
+        except (Break, Continue):
+            outcome.error = TSqlError("BREAK or CONTINUE outside a WHILE loop",
+                                      BREAK_OUTSIDE_LOOP, 15)
         except TSqlError as exc:
             exc.batch = number
             outcome.error = exc
@@ -94,7 +96,7 @@ class Runner:
         try:
             self.session.close()
         finally:
-            frame = interpreter.new_frame(self.session)
+            frame = sqlexec.new_frame(self.session)
             for table in self.session.tables:
                 sqlexec.run_sql(frame, f"DROP TABLE {table}")
             self.session.tables.clear()

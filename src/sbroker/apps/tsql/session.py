@@ -15,12 +15,16 @@ from typing import Any
 
 from sbroker.apps.tsql import nodes as n
 from sbroker.apps.tsql import values
-from sbroker.apps.tsql.errors import UNDECLARED, TSqlError
+from sbroker.apps.tsql.errors import (
+    NO_BEGIN_FOR_COMMIT,
+    NO_BEGIN_FOR_ROLLBACK,
+    UNDECLARED,
+    TSqlError,
+    unsupported,
+)
+from sbroker.apps.tsql.evaluate import evaluate
 from sbroker.apps.tsql.ports import TSqlBroker
 from sbroker.engine.transaction import Transaction
-
-NO_TRANSACTION_COMMIT = 3902
-NO_TRANSACTION_ROLLBACK = 3903
 
 
 @dataclass
@@ -97,7 +101,7 @@ class Session:
     def commit(self) -> None:
         if self.tx is None:
             raise TSqlError("The COMMIT TRANSACTION request has no corresponding BEGIN"
-                            " TRANSACTION.", NO_TRANSACTION_COMMIT)
+                            " TRANSACTION.", NO_BEGIN_FOR_COMMIT)
         self.trancount -= 1
         if self.trancount == 0:
             tx, self.tx = self.tx, None
@@ -106,7 +110,7 @@ class Session:
     def rollback(self) -> None:
         if self.tx is None:
             raise TSqlError("The ROLLBACK TRANSACTION request has no corresponding BEGIN"
-                            " TRANSACTION.", NO_TRANSACTION_ROLLBACK)
+                            " TRANSACTION.", NO_BEGIN_FOR_ROLLBACK)
         tx, self.tx = self.tx, None
         self.trancount = 0
         tx.rollback()
@@ -161,7 +165,7 @@ class Session:
             return 1 if self.tx is not None else 0
         if name in ("VERSION", "SERVERNAME", "SERVICENAME"):
             return "sbroker"
-        raise TSqlError(f"@@{name} is not supported by sbroker", 40517, 15)
+        raise unsupported(f"@@{name}")
 
 
 def bindable(value: Any) -> Any:
@@ -199,8 +203,8 @@ class Frame:
     tables: dict[str, str] = field(default_factory=dict)
     handling: list[TSqlError] = field(default_factory=list)
     row: dict[str, Any] | None = None
-    subquery_runner: Callable[[Frame, n.Select], Any] | None = None
-    exists_runner: Callable[[Frame, n.Select], bool] | None = None
+    subquery_runner: Callable[[Frame, n.Query], Any] | None = None
+    exists_runner: Callable[[Frame, n.Query], bool] | None = None
     object_runner: Callable[[Frame, str], int | None] | None = None
     cursors: dict[str, Any] = field(default_factory=dict)  # LOCAL cursors
 
@@ -209,6 +213,10 @@ class Frame:
         self.vars[name] = None
         if value is not None:
             self.assign(name, value)
+
+    def value(self, expr: n.Expr | None) -> Any:
+        """The value of ``expr`` here (None for a part the statement left out)."""
+        return None if expr is None else evaluate(expr, self)
 
     def assign(self, name: str, value: Any) -> None:
         type_name = self.types.get(name)
@@ -235,11 +243,11 @@ class Frame:
     def scope_identity(self) -> Any:
         return self.session.identity
 
-    def subquery(self, select: n.Select) -> Any:
+    def subquery(self, select: n.Query) -> Any:
         assert self.subquery_runner is not None
         return self.subquery_runner(self, select)
 
-    def exists(self, select: n.Select) -> bool:
+    def exists(self, select: n.Query) -> bool:
         assert self.exists_runner is not None
         return self.exists_runner(self, select)
 

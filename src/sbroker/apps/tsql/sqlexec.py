@@ -10,7 +10,16 @@ from typing import Any
 from sbroker.apps.sql import statements
 from sbroker.apps.tsql import nodes as n
 from sbroker.apps.tsql import values
-from sbroker.apps.tsql.errors import TSqlError
+from sbroker.apps.tsql.errors import (
+    ASSIGN_AND_RETRIEVE,
+    DUPLICATE_KEY,
+    INVALID_OBJECT,
+    NULL_NOT_ALLOWED,
+    OBJECT_EXISTS,
+    UNKNOWN_FUNCTION,
+    USER,
+    TSqlError,
+)
 from sbroker.apps.tsql.evaluate import evaluate
 from sbroker.apps.tsql.session import Frame, ResultSet, Session, bindable, readable
 from sbroker.apps.tsql.translate import OWN_NAMES, SYS_VIEWS, Translated, translate
@@ -18,7 +27,6 @@ from sbroker.core.errors import BrokerError
 from sbroker.storage.queries import Queries
 
 XML_COLUMN = "XML_F52E2B61-18A1-11d1-B105-00805F49916B"  # FOR XML's column, as SQL Server
-INVALID_OBJECT = 208
 
 
 def sys_views(queries: Queries) -> tuple[tuple[str, str], ...]:
@@ -100,17 +108,17 @@ def _number(message: str) -> int:
     if "no such table" in lowered or ("relation" in lowered and "does not exist" in lowered):
         return INVALID_OBJECT
     if "already exists" in lowered:
-        return 2714
+        return OBJECT_EXISTS
     if "unique" in lowered or "duplicate key" in lowered:
-        return 2627
+        return DUPLICATE_KEY
     if "not null" in lowered:
-        return 515
+        return NULL_NOT_ALLOWED
     if "no such function" in lowered or ("function" in lowered and "does not exist" in lowered):
-        return 195  # not a recognized built-in function name
-    return 50000
+        return UNKNOWN_FUNCTION
+    return USER
 
 
-def evaluated_row(frame: Frame, select: n.Select) -> list[tuple[str | None, Any]]:
+def evaluated_row(frame: Frame, select: n.Query) -> list[tuple[str | None, Any]]:
     """The items of a SELECT without FROM, evaluated in Python."""
     row = []
     for item in select.items:
@@ -119,11 +127,11 @@ def evaluated_row(frame: Frame, select: n.Select) -> list[tuple[str | None, Any]
     return row
 
 
-def in_python(select: n.Select) -> bool:
+def in_python(select: n.Query) -> bool:
     return not select.rest and all(item.expr is not None for item in select.items)
 
 
-def select_rows(frame: Frame, select: n.Select) -> tuple[list[str | None], list[list[Any]]]:
+def select_rows(frame: Frame, select: n.Query) -> tuple[list[str | None], list[list[Any]]]:
     """Names and rows of a SELECT's items (without FOR XML), run where it must run."""
     if in_python(select):
         row = evaluated_row(frame, select)
@@ -140,7 +148,7 @@ def select_rows(frame: Frame, select: n.Select) -> tuple[list[str | None], list[
     return names, result.rows
 
 
-def subquery(frame: Frame, select: n.Select) -> Any:
+def subquery(frame: Frame, select: n.Query) -> Any:
     """A scalar subquery's value: its first row's first column, or FOR XML PATH's text."""
     names, rows = select_rows(frame, select)
     if select.xml_path is not None:
@@ -149,18 +157,19 @@ def subquery(frame: Frame, select: n.Select) -> Any:
     return rows[0][0] if rows and rows[0] else None
 
 
-def exists(frame: Frame, select: n.Select) -> bool:
+def exists(frame: Frame, select: n.Query) -> bool:
     """EXISTS (SELECT ...): whether the query returns a row."""
     return bool(select_rows(frame, select)[1])
 
 
-def run_select(frame: Frame, select: n.Select) -> ResultSet | None:
+def run_select(frame: Frame, select: n.Query) -> ResultSet | None:
     """A SELECT statement: assignments to variables, or a result set."""
     targets = [item.target for item in select.items]
     if any(targets):
         if not all(targets):
             raise TSqlError("A SELECT statement that assigns a value to a variable must not"
-                            " be combined with data-retrieval operations.", 141)
+                            " be combined with data-retrieval operations.",
+                            ASSIGN_AND_RETRIEVE)
         names, rows = select_rows(frame, select)
         for row in rows:
             for target, value in zip(targets, row, strict=False):

@@ -46,7 +46,7 @@ SELECT lower(name) FROM pragma_table_info(:table)
 WHERE upper(type) LIKE '%CHAR%' OR upper(type) LIKE '%TEXT%' OR upper(type) LIKE '%CLOB%'
 
 -- name: sys_service_broker_endpoints
--- The broker endpoint (SPEC §7) with SQL Server's columns: one row when there is one.
+-- The broker endpoint (docs/network.md) with SQL Server's columns: one row when there is one.
 SELECT COALESCE(options ->> '$.name', 'ServiceBrokerEndpoint') AS name, 1 AS endpoint_id,
        'TCP' AS protocol_desc, 'SERVICE_BROKER' AS type_desc,
        UPPER(COALESCE(options ->> '$.state', 'started')) AS state_desc,

@@ -30,14 +30,14 @@ SPECIAL_FUNCTIONS = {"SCOPE_IDENTITY": "f_scope_identity", "NEWID": "f_newid",
                      "SYSUTCDATETIME": "f_now", "DB_ID": "f_db_id", "DB_NAME": "f_db_name",
                      **{f"ERROR_{part}": f"e_{part.lower()}" for part in (
                          "NUMBER", "MESSAGE", "SEVERITY", "STATE", "LINE", "PROCEDURE")}}
-#: Names sbroker's own tables, views and indexes have (the task scheduler's, SPEC §8; the
-#: poison helper's, §6): a T-SQL script's objects of these names live beside them as
+#: Names sbroker's own tables, views and indexes have (the task scheduler's, docs/scheduler.md;
+#: the poison helper's, docs/poison.md): a T-SQL script's objects of these names live beside them as
 #: ``tsql_<name>`` (docs/tsql.md).
 OWN_NAMES = frozenset((
     "executionlog", "executionstatus", "schedulers", "executorsettings",
     "poison_message_details", "poison_messages", "executionlog_open",
     "ix_poison_message_details", "ix_poison_messages_state"))
-#: sys.<name> -> the broker's view (SPEC §9) with SQL Server's column names added.
+#: sys.<name> -> the broker's view (docs/operations.md) with SQL Server's column names added.
 SYS_VIEWS = ("service_queues", "dm_broker_activated_tasks", "conversation_endpoints",
              "conversation_groups", "transmission_queue", "services", "routes",
              "conversation_priorities", "dm_broker_queue_monitors",

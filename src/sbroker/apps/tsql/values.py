@@ -11,7 +11,7 @@ from decimal import Decimal
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-from sbroker.apps.tsql.errors import TSqlError
+from sbroker.apps.tsql.errors import BAD_DELAY, CONVERSION_FAILED, XML_PARSING, TSqlError
 
 INTEGERS = ("INT", "BIGINT", "SMALLINT", "TINYINT", "BIT")
 NUMERICS = ("DECIMAL", "NUMERIC", "MONEY", "SMALLMONEY")
@@ -21,7 +21,6 @@ BINARIES = ("BINARY", "VARBINARY", "IMAGE")
 TIMES = ("DATETIME", "DATETIME2", "SMALLDATETIME", "DATE", "DATETIMEOFFSET", "TIME")
 KNOWN = (*INTEGERS, *NUMERICS, *FLOATS, *TEXTS, *BINARIES, *TIMES, "UNIQUEIDENTIFIER",
          "SQL_VARIANT")
-CONVERSION_FAILED = 245
 
 
 def text_of(value: Any) -> str:
@@ -88,7 +87,7 @@ def delay_seconds(value: Any) -> float:
             seconds = seconds * 60 + float(part)
     except ValueError as exc:
         raise TSqlError(f"WAITFOR DELAY needs 'hh:mm:ss[.fff]', not {text_of(value)!r}",
-                        148) from exc
+                        BAD_DELAY) from exc
     return seconds
 
 
@@ -99,7 +98,7 @@ def xml_value(document: Any, xpath: str, type_name: str) -> Any:
     try:
         root = ET.fromstring(text_of(document))
     except ET.ParseError as exc:
-        raise TSqlError(f"XML parsing: {exc}", 9400) from exc
+        raise TSqlError(f"XML parsing: {exc}", XML_PARSING) from exc
     path = xpath.strip()
     index = 1
     if path.startswith("(") and ")[" in path and path.endswith("]"):
