@@ -2,17 +2,19 @@
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
 # pytest-xdist workers of `make test`: two by default (the tests of the shared Spark session
 # stay in one worker: --dist loadgroup); `make test WORKERS=0` runs the suite in one process
 WORKERS ?= 2
+comma := ,
 
-.PHONY: setup chromium postgresql run demo stream test lint bench bench-quick clean
+.PHONY: setup chromium postgresql run demo stream test test-lowest lint bench bench-quick clean
 
-$(STAMP): pyproject.toml
+# pyproject.toml gives ranges; constraints.txt the exact versions installed here and in CI
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev,spark,dashboard,postgres]'
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev,spark,dashboard,postgres]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
@@ -45,6 +47,22 @@ test: setup chromium postgresql
 	$(BIN)/python -m tools.archcheck -q
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest -q -n $(WORKERS) --dist loadgroup
 
+# The lowest versions pyproject.toml allows (tools/lowest.py), in a venv of their own: the unit
+# tier, the CLI, the dashboard, TLS and the conformance suite on PostgreSQL. CI runs it once
+# after `make test`. Spark's lower bounds are the versions `make test` runs on.
+LOWEST := .venv-lowest
+LOWEST_EXTRAS := dev,postgres,dashboard,otel
+test-lowest: postgresql
+	rm -rf $(LOWEST) && $(PY) -m venv $(LOWEST)
+	$(PY) -m tools.lowest $(subst $(comma), ,$(LOWEST_EXTRAS)) > $(LOWEST)/constraints.txt
+	$(LOWEST)/bin/python -m pip install -q --upgrade pip
+	$(LOWEST)/bin/python -m pip install -q -c $(LOWEST)/constraints.txt -e '.[$(LOWEST_EXTRAS)]'
+	$(LOWEST)/bin/python -m pytest -q -n $(WORKERS) --dist loadgroup -m "not spark and not browser" \
+		tests/unit tests/integration/dashboard tests/acceptance/cli/test_cli.py \
+		tests/acceptance/cli/test_admin_commands.py tests/integration/network/test_loopback.py \
+		tests/integration/network/test_authentication_errors.py
+	$(LOWEST)/bin/python -m pytest -q -n $(WORKERS) --dist loadgroup -k postgres tests/conformance
+
 lint: setup
 	$(BIN)/ruff check src tests bench tools
 	$(BIN)/mypy
@@ -59,4 +77,4 @@ bench-quick: setup
 	$(BIN)/python -m bench --quick
 
 clean:
-	rm -rf $(VENV) out .pytest_cache .mypy_cache .hypothesis
+	rm -rf $(VENV) $(LOWEST) out .pytest_cache .mypy_cache .hypothesis

@@ -1,1 +1,1 @@
-"""Benchmarks of sbroker against the queues a user would pick instead (issues 2 and 6)."""
+"""Benchmarks of sbroker; bench/README.md says which command answers which question."""

@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         pool.close()
     meta = meta_for(args, sizes, suite, started, plan)
     print_report(console, suite.results, meta)
-    console.print("  Issue 6's targets, on these medians:")
+    console.print("  The targets, on these medians:")
     for verdict in verdicts(suite.results):
         console.print(f"    {verdict.line()}", highlight=False)
     if not args.no_json and code == 0:

@@ -1,5 +1,5 @@
-"""Issue 3's benchmarks: activation latency, a high-priority message under a backlog, and a
-queue drained by 1, 2, 4, 8 activated readers.
+"""`python -m bench.activation`: activation latency, a high-priority message under a backlog,
+and a queue drained by 1, 2, 4, 8 activated readers (docs/activation.md).
 
     python -m bench.activation                 # the full figures (about a minute)
     python -m bench.activation --quick         # smaller counts
@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.report import RESULTS_DIR
+from bench.report import store
 from sbroker import Activation, ActivationContext, Broker
 
 WAIT = 120.0
@@ -196,8 +196,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.json:
         args.json.write_text(json.dumps(out, indent=2))
     if not args.no_json and not args.quick:
-        RESULTS_DIR.mkdir(exist_ok=True)
-        (RESULTS_DIR / "activation-latest.json").write_text(json.dumps(out, indent=2) + "\n")
+        store("activation-latest.json", out)
     return out
 
 

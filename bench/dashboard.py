@@ -1,4 +1,4 @@
-"""`python -m bench.dashboard`: the dashboard's page times on a large database (SPEC §11).
+"""`python -m bench.dashboard`: the dashboard's page times on a large database (docs/dashboard.md).
 
 Fills a database with 10,000 conversations holding 100,000 queued messages (10 each), a
 locked group, 20,000 ExecutionLog rows in 100 pipeline runs of 4 stages and 200 parked

@@ -1,4 +1,5 @@
-"""W5: many processes receiving one queue of one PostgreSQL broker database, as hosts would.
+"""`python -m bench.multihost` (W5): many processes receiving one queue of one PostgreSQL broker
+database, as hosts would (docs/postgresql.md).
 
 ``python -m bench.multihost [--runs 3] [--messages 20000] [--processes 4] [--threads 4]``
 
@@ -200,10 +201,6 @@ def _cpus() -> int:
         os.cpu_count() or 1)
 
 
-def _shape(processes: int, threads: int) -> str:
-    return f"{processes} x {threads}"
-
-
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m bench.multihost", description=__doc__)
     p.add_argument("--runs", type=int, default=3)
@@ -230,18 +227,15 @@ def main(argv: list[str] | None = None) -> None:
                 one, many = drains[system, 0][-1], drains[system, 1][-1]
                 print(f"run {run} {system:>12}: W1 receive (1 x 1) {one.rate:,.0f} msgs/s,"
                       f" {one.cpus:.2f} CPUs busy, {one.switches:.1f} context switches per"
-                      f" message; W5 ({_shape(args.processes, args.threads)})"
+                      f" message; W5 ({args.processes} x {args.threads})"
                       f" {many.rate:,.0f} msgs/s, {many.cpus:.2f} CPUs busy,"
                       f" {many.switches:.1f} context switches per message ="
                       f" {many.rate / one.rate:.2f}x", flush=True)
         for system in systems:
-            w1 = [d.rate for d in drains[system, 0]]
-            w5 = [d.rate for d in drains[system, 1]]
-            m1, m5 = statistics.median(w1), statistics.median(w5)
-            b1 = statistics.median(d.cpus for d in drains[system, 0])
-            b5 = statistics.median(d.cpus for d in drains[system, 1])
-            s1 = statistics.median(d.switches for d in drains[system, 0])
-            s5 = statistics.median(d.switches for d in drains[system, 1])
+            w1, w5 = ([d.rate for d in drains[system, k]] for k in (0, 1))
+            (m1, b1, s1), (m5, b5, s5) = (
+                [statistics.median(getattr(d, f) for d in drains[system, k])
+                 for f in ("rate", "cpus", "switches")] for k in (0, 1))
             target = (f" -> target W5 >= 2x W1: {'met' if m5 >= 2 * m1 else 'missed'}"
                       if system == "sbroker" else "")
             print(f"{system}, median of {args.runs}: W1 receive {m1:,.0f} msgs/s (min"

@@ -1,5 +1,5 @@
-"""Issue 38's benchmarks (run from ``python -m bench.scheduler --only dag``): durable DAG
-runs of no-op tasks on the broker.
+"""Durable pipeline runs of no-op tasks on the broker (run from ``python -m bench.scheduler
+--only dag``; docs/pipelines.md).
 
 - overhead per task of a 1,000-task DAG (fan-out 100 -> fan-in 1, ten times), against the
   same tasks as ten stages of 100, and against a thread pool of 4 running the bare functions
@@ -12,7 +12,6 @@ runs of no-op tasks on the broker.
 from __future__ import annotations
 
 import datetime as dt
-import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -145,14 +144,3 @@ def resume_cost(tmp: Path, runs: int) -> list[float]:
         finally:
             b.close()
     return out
-
-
-def percentile(values: list[float], p: float) -> float:
-    """The ``p``-th percentile (nearest rank)."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))]
-
-
-def median(values: list[float]) -> float:
-    """The median."""
-    return statistics.median(values)

@@ -13,26 +13,36 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.runner import Result, num
+from bench.systems import SYSTEMS
 
 RESULTS_DIR = Path(__file__).parent / "results"
 
 
-def best_peer(group: list[Result]) -> Result | None:
-    """The peer with the best median in one (workload, figure) group; raw SQLite is no peer."""
-    peers = [r for r in group if r.kind == "peer" and r.median is not None]
+BACKENDS = {cls.name: cls.backend for cls in SYSTEMS}
+
+
+def backend_of(r: Result) -> str:
+    """Where a result's system keeps its messages (sqlite, postgres, rabbitmq)."""
+    return BACKENDS.get(r.system, "sqlite")
+
+
+def best_peer(group: list[Result], backend: str = "sqlite") -> Result | None:
+    """The peer on ``backend`` with the best median in one (workload, figure) group; raw
+    SQLite is the machine's limit, not a peer."""
+    peers = [r for r in group
+             if r.kind == "peer" and r.median is not None and backend_of(r) == backend]
     if not peers:
         return None
     pick = max if group[0].higher_is_better else min
     return pick(peers, key=lambda r: r.median or 0.0)
 
 
-def ratio(group: list[Result]) -> tuple[float, Result] | None:
-    """sbroker's median divided by the best peer's, with that peer; None when either is n/a."""
-    ours = next((r for r in group if r.kind == "subject" and r.median is not None), None)
-    best = best_peer(group)
-    if ours is None or best is None or not best.median:
+def ratio(ours: Result, group: list[Result]) -> tuple[float, Result] | None:
+    """``ours``' median divided by the best peer's on the same backend, with that peer."""
+    best = best_peer(group, backend_of(ours))
+    if ours.median is None or best is None or not best.median:
         return None
-    return (ours.median or 0.0) / best.median, best
+    return ours.median / best.median, best
 
 
 def groups(results: Iterable[Result]) -> dict[tuple[str, str], list[Result]]:
@@ -44,25 +54,24 @@ def groups(results: Iterable[Result]) -> dict[tuple[str, str], list[Result]]:
 
 
 def table(results: list[Result], notes: dict[str, dict[str, str]], title: str) -> Table:
-    """Workload, system, figure, min-max and the ratio sbroker / best peer, one row a figure."""
+    """Workload, system, figure, min-max and sbroker / the best peer of its own backend."""
     t = Table(title=title, title_justify="left", pad_edge=False)
     for name, just in [("Workload", "left"), ("System", "left"), ("Median", "right"),
-                       ("Min - max", "right"), ("sbroker / best peer", "right"),
+                       ("Min - max", "right"), ("sbroker / best peer, same backend", "right"),
                        ("Note", "left")]:
         t.add_column(name, justify=just, overflow="fold")  # type: ignore[arg-type]
     for (workload, metric), group in groups(results).items():
-        rat = ratio(group)
-        best = best_peer(group)
+        bests = {id(best_peer(group, backend_of(r))) for r in group if r.kind == "subject"}
         for i, r in enumerate(group):
             label = f"{workload} {metric} ({r.unit})" if i == 0 else ""
             if r.median is None:
                 t.add_row(label, r.system, "n/a", "", "", r.na or "not run", style="dim")
                 continue
             span = f"{num(min(r.values), r.unit)} - {num(max(r.values), r.unit)}"
-            cell = f"{rat[0]:.2f}x vs {rat[1].system}" if rat and r.kind == "subject" else ""
-            note = {"limit": "machine limit, not a peer"}.get(r.kind, "")
-            if r is best:
-                note = "best peer"
+            rat = ratio(r, group) if r.kind == "subject" else None
+            cell = f"{rat[0]:.2f}x vs {rat[1].system}" if rat else ""
+            note = "best peer" if id(r) in bests else (
+                "machine limit, not a peer" if r.kind == "limit" else "")
             if workload == "W4":
                 note = ", ".join(x for x in (note, notes.get(r.system, {}).get("waits_by")) if x)
             style = "bold" if r.kind == "subject" else None
@@ -79,8 +88,9 @@ def print_report(console: Console, results: list[Result], meta: dict[str, Any]) 
     console.print(table(results, notes, title))
     for line in meta["workloads"]:
         console.print(f"  {line}")
-    console.print("  Ratio = sbroker median / best peer median: for msgs/s above 1 and for ms"
-                  " below 1 means sbroker is ahead.")
+    console.print("  Ratio = sbroker's median / the best median of the peers on the same backend"
+                  " (SQLite or PostgreSQL): for msgs/s above 1 and for ms below 1 means sbroker"
+                  " is ahead.")
     console.print(f"  Durability '{meta['durability']}' per system:")
     for name, n in notes.items():
         if "durability" in n:
@@ -89,13 +99,18 @@ def print_report(console: Console, results: list[Result], meta: dict[str, Any]) 
 
 def write_json(results: list[Result], meta: dict[str, Any]) -> Path:
     """Write latest.json and a timestamped copy; return the timestamped path."""
-    RESULTS_DIR.mkdir(exist_ok=True)
-    data = {"meta": meta, "results": [r.to_json() for r in results]}
-    text = json.dumps(data, indent=2) + "\n"
     stamp = datetime.fromisoformat(meta["started"]).strftime("%Y%m%dT%H%M%SZ")
-    kept = RESULTS_DIR / f"{stamp}{'-quick' if meta['quick'] else ''}.json"
-    for path in (kept, RESULTS_DIR / "latest.json"):
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    return kept
+    data = {"meta": meta, "results": [r.to_json() for r in results]}
+    store("latest.json", data)
+    return store(f"{stamp}{'-quick' if meta['quick'] else ''}.json", data)
+
+
+def store(name: str, data: dict[str, Any]) -> Path:
+    """Write bench/results/NAME in one step (a reader, such as ``python -m bench
+    --write-docs``, never sees half a file); its path."""
+    RESULTS_DIR.mkdir(exist_ok=True)
+    path = RESULTS_DIR / name
+    tmp = path.with_name(f".{name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, path)
+    return path

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from bench.servers import ServerPool
 from bench.systems import Durability, System, Unavailable
 from bench.workloads import Sizes, Workload
+
+S = TypeVar("S", bound=System)
 
 
 @dataclass
@@ -37,6 +41,20 @@ class Result:
         """A plain dict for the results file."""
         return {**self.__dict__, "median": self.median,
                 "min": min(self.values, default=None), "max": max(self.values, default=None)}
+
+
+@contextlib.contextmanager
+def fresh(system: S, durability: Durability = "normal") -> Iterator[S]:
+    """``system`` set up in a new temp dir; torn down, and the dir removed, after."""
+    workdir = Path(tempfile.mkdtemp(prefix="sbroker-bench-"))
+    try:
+        system.setup(workdir, durability)
+        try:
+            yield system
+        finally:
+            system.teardown()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def num(value: float, unit: str) -> str:
@@ -93,16 +111,11 @@ class Suite:
     def _run_once(self, w: Workload, cls: type[System], pool: ServerPool,
                   results: dict[str, Result], r: int) -> bool:
         """One fresh run of `cls` on `w`; False when the system is out for this workload."""
-        system = cls(pool)
-        workdir = Path(tempfile.mkdtemp(prefix="sbroker-bench-"))
         t0 = time.perf_counter()
         try:
-            system.setup(workdir, self.durability)
-            self.notes[cls.name]["durability"] = system.durability_note(self.durability)
-            try:
+            with fresh(cls(pool), self.durability) as system:
+                self.notes[cls.name]["durability"] = system.durability_note(self.durability)
                 figures = w.run(system, self.sizes)
-            finally:
-                system.teardown()
         except Unavailable as exc:
             self._mark_na(results, str(exc))
             self.log(f"  {cls.name}: n/a ({exc})")
@@ -111,8 +124,6 @@ class Suite:
             self._mark_na(results, f"failed: {type(exc).__name__}: {exc}")
             self.log(f"  [red]{cls.name} failed[/]: {type(exc).__name__}: {exc}")
             return False
-        finally:
-            shutil.rmtree(workdir, ignore_errors=True)
         shown = []
         for key, value in figures.items():
             if results[key].na:

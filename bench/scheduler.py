@@ -1,6 +1,6 @@
-"""Issue 5's benchmarks: scheduler overhead, Spark through the scheduler vs a thread pool,
-and fairness between a big and a small scheduler; issue 38's durable DAG runs
-(``bench/pipeline_dag.py``: ``--only dag``).
+"""`python -m bench.scheduler`: the task scheduler's overhead per task, Spark through the
+scheduler against a thread pool, fairness between a big and a small scheduler, and durable
+pipeline runs (``bench/pipeline_dag.py``: ``--only dag``).
 
     python -m bench.scheduler            # everything (starts one local Spark session)
     python -m bench.scheduler --no-spark # overhead and fairness only, no JVM
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import resource
 import statistics
@@ -29,7 +28,8 @@ from rich.console import Console
 from rich.table import Table
 
 import sbroker
-from bench.report import RESULTS_DIR
+from bench.report import store
+from bench.workloads import percentile
 from sbroker.apps.spark import (
     PythonTask,
     SparkConfig,
@@ -263,7 +263,7 @@ def _fmt(values: list[float], unit: str, digits: int = 2) -> str:
 
 
 def _dag(tmp: Path, runs: int, add: Any) -> None:
-    """Issue 38: durable DAG runs (see bench/pipeline_dag.py)."""
+    """Durable pipeline runs (see bench/pipeline_dag.py)."""
     from bench import pipeline_dag as dag
 
     console.print("DAG: 1,000 no-op tasks (fan-out 99 -> join, x10) vs 10 stages of 100 vs a"
@@ -273,8 +273,8 @@ def _dag(tmp: Path, runs: int, add: Any) -> None:
     add("the same as 10 stages (durable run), per task", per_task["stages"], "ms")
     add("thread pool of 4, bare functions, per task", per_task["pool"], "ms", digits=4)
     gaps = dag.latency(tmp, runs)
-    add("dependency success -> dependant start, p50", [dag.percentile(gaps, 50)], "ms", digits=1)
-    add("dependency success -> dependant start, p99", [dag.percentile(gaps, 99)], "ms", digits=1)
+    add("dependency success -> dependant start, p50", [percentile(gaps, 50)], "ms", digits=1)
+    add("dependency success -> dependant start, p99", [percentile(gaps, 99)], "ms", digits=1)
     add("resume of a 1,000-task run -> first task start", dag.resume_cost(tmp, runs), "ms",
         digits=0)
 
@@ -344,10 +344,8 @@ def main() -> None:
                     [r[3] * 1000 for r in rounds], "ms", digits=0)
     console.print(table)
     if not args.no_json:
-        RESULTS_DIR.mkdir(exist_ok=True)
-        data = {"started": started, "command": " ".join(["python -m bench.scheduler", *argv]),
-                "rows": stored}
-        (RESULTS_DIR / "scheduler-latest.json").write_text(json.dumps(data, indent=2) + "\n")
+        store("scheduler-latest.json", {"started": started, "rows": stored,
+                            "command": " ".join(["python -m bench.scheduler", *argv])})
 
 
 if __name__ == "__main__":

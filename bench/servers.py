@@ -66,8 +66,9 @@ class PostgresServer(Server):
 
     label = "pg"
 
-    def __init__(self) -> None:  # the server makes its own temp dir and port
-        self._pg = pgserver.PostgresServer(prefix="sbroker-bench-pg-")
+    def __init__(self, settings: dict[str, str] | None = None) -> None:
+        # the server makes its own temp dir and port
+        self._pg = pgserver.PostgresServer(settings=settings, prefix="sbroker-bench-pg-")
         self.dir, self.port, self.started = self._pg.dir, self._pg.port, False
 
     def start(self) -> None:
@@ -86,6 +87,14 @@ class PostgresServer(Server):
 
     def url(self, dbname: str = "postgres") -> str:
         return self._pg.url(dbname)
+
+    def sql(self, statement: str, dbname: str = "postgres") -> str:
+        """Run one statement as the superuser; its output."""
+        return self._pg.sql(statement, dbname)
+
+    def cpu_seconds(self) -> float:
+        """CPU seconds of the server's processes so far."""
+        return self._pg.cpu_seconds()
 
     def create_database(self, name: str) -> str:
         """A new empty database; its URL."""
@@ -180,8 +189,9 @@ SERVER_KINDS: dict[str, type[Server]] = {"postgres": PostgresServer, "rabbitmq":
 class ServerPool:
     """Servers started on first use and all stopped by `close` (also on Ctrl-C or error)."""
 
-    def __init__(self, log: Callable[[str], None] = print) -> None:
-        self.log = log
+    def __init__(self, log: Callable[[str], None] = print,
+                 pg_settings: dict[str, str] | None = None) -> None:
+        self.log, self.pg_settings = log, pg_settings
         self.servers: dict[str, Server] = {}
         self.failures: dict[str, str] = {}
 
@@ -190,7 +200,8 @@ class ServerPool:
         if kind in self.failures:
             raise Unavailable(self.failures[kind])
         if kind not in self.servers:
-            server = SERVER_KINDS[kind]()
+            server = (PostgresServer(self.pg_settings) if kind == "postgres"
+                      else SERVER_KINDS[kind]())
             self.servers[kind] = server
             self.log(f"starting {kind} on 127.0.0.1:{server.port} ...")
             t0 = time.perf_counter()

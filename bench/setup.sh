@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs, from nothing, what `python -m bench` needs: the Debian servers it starts by hand
-# (RabbitMQ, PostgreSQL) and the pinned `bench` extra in .venv. Safe to run again.
+# (RabbitMQ, PostgreSQL) and the `bench` extra in .venv, at constraints.txt's versions. Safe
+# to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,6 +17,6 @@ fi
 
 PY="${PY:-python3}"
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-.venv/bin/python -m pip install -q -e '.[bench]'
+.venv/bin/python -m pip install -q -c constraints.txt -e '.[bench]'
 .venv/bin/python -c 'import persistqueue, huey, litequeue, pika, psycopg, sbroker' \
     && echo "bench: ready. Run: .venv/bin/python -m bench [--quick]"

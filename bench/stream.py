@@ -1,4 +1,5 @@
-"""Issue 20's benchmarks: broker queues through Spark Structured Streaming (SPEC §12), local[2].
+"""`python -m bench.stream`: broker queues through Spark Structured Streaming (docs/stream.md),
+local[2].
 
     python -m bench.stream                      # throughput and latency (one local Spark)
     python -m bench.stream --only throughput --batches 10000 100000
@@ -21,7 +22,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import itertools
-import json
 import os
 import statistics
 import sys
@@ -142,38 +142,7 @@ def latency(spark: Any, tmp: Path, count: int, gap: float) -> list[float]:
         b.close()
 
 
-def serve() -> None:
-    """Run throughput() for each JSON line on stdin ({"per_batch", "sink", "n"}) on one local
-    Spark, each result as a JSON line on stdout (bench.stream_pair drives two of these: one
-    per PySpark and sbroker version); progress goes to stderr."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    out = sys.stdout
-    sys.stdout = sys.stderr  # Spark and rich print: keep the protocol's stream clean
-    spark = create_session(SparkConfig(master="local[2]", app_name="bench-stream-pair"))
-    register(spark)
-    try:
-        with tempfile.TemporaryDirectory() as tmp_name:
-            tmp = Path(tmp_name)
-            throughput(spark, tmp, 1_000, "noop", 2_000)  # warm the JVM and the workers
-            print(json.dumps({"ready": _versions()}), file=out, flush=True)
-            for line in sys.stdin:
-                ask = json.loads(line)
-                got = throughput(spark, tmp, ask["per_batch"], ask["sink"], ask["n"])
-                print(json.dumps(got), file=out, flush=True)
-    finally:
-        spark.stop()
-
-
-def _versions() -> str:
-    import pyspark
-
-    return f"PySpark {pyspark.__version__}, sbroker from {Path(sbroker.__file__).parent}"
-
-
 def main() -> None:
-    if sys.argv[1:] == ["--serve"]:
-        serve()
-        return
     parser = argparse.ArgumentParser(prog="python -m bench.stream", description=__doc__)
     parser.add_argument("--only", choices=("throughput", "latency"), action="append")
     parser.add_argument("--batches", type=int, nargs="+", default=sorted(MESSAGES),

@@ -1,7 +1,8 @@
-"""Issue 6's targets, judged on one suite run's medians, each with the figures that bound it.
+"""The suite's targets, judged on one run's medians, each with the figures that bound it.
 
-The targets: W1 receive >= 2x the best peer; W2 send and receive >= 3x RabbitMQ; W3 >= 3x
-sbroker's own W1; W4 p99 <= 50 ms.  Two of them compare a figure with another figure of the
+On SQLite: W1 receive >= 2x the best peer; W2 send and receive >= 3x RabbitMQ; W3 >= 3x
+sbroker's own W1; W4 p99 <= 50 ms. On PostgreSQL, against the raw SKIP LOCKED queue: W2 >= 1x,
+W1 receive >= 0.7x. Two of them compare a figure with another figure of the
 same run, so each verdict says beside it what the same run shows about the bound:
 - W1: raw SQLite's own receive, one DELETE ... RETURNING per committed transaction, against
   twice the best peer: a receive in its own transaction needs a commit of its own.
@@ -48,7 +49,7 @@ def w1_verdict(results: list[Result]) -> Verdict:
     """W1 receive >= 2x the best peer, with raw SQLite's receive beside it."""
     target = "W1 receive >= 2x best peer"
     group = groups(results).get(("W1", "receive"), [])
-    ours, best = _of(group, "subject"), best_peer(group)
+    ours, best = _of(group, "subject", "sbroker"), best_peer(group)
     if ours is None or best is None or not best.median:
         return Verdict(target, "n/a", None)
     name, peer = best.system, best.median
@@ -63,20 +64,15 @@ def w1_verdict(results: list[Result]) -> Verdict:
                    ours >= 2 * peer, note)
 
 
-def w2_verdicts(results: list[Result]) -> list[Verdict]:
-    """W2 send and receive >= 3x RabbitMQ."""
-    out = []
-    by_figure = groups(results)
-    for metric in ("send", "receive"):
-        target = f"W2 {metric} >= 3x RabbitMQ"
-        group = by_figure.get(("W2", metric), [])
-        ours, rabbit = _of(group, "subject"), _of(group, "peer", "rabbitmq")
-        if ours is None or not rabbit:
-            out.append(Verdict(target, "n/a", None))
-            continue
-        out.append(Verdict(target, f"{ours:,.0f} vs {rabbit:,.0f} = {ours / rabbit:.2f}x",
-                           ours >= 3 * rabbit))
-    return out
+def ratio_verdict(results: list[Result], target: str, workload: str, metric: str,
+                  ours: str, other: str, factor: float) -> Verdict:
+    """``ours`` >= ``factor`` x ``other`` on one figure of one workload."""
+    group = groups(results).get((workload, metric), [])
+    mine, theirs = _of(group, "subject", ours), _of(group, "peer", other)
+    if mine is None or not theirs:
+        return Verdict(target, "n/a", None)
+    return Verdict(target, f"{mine:,.0f} vs {theirs:,.0f} = {mine / theirs:.2f}x",
+                   mine >= factor * theirs)
 
 
 def own_ratios(results: list[Result], metric: str) -> dict[str, float]:
@@ -95,8 +91,8 @@ def w3_verdicts(results: list[Result]) -> list[Verdict]:
     for metric in ("send", "receive"):
         target = f"W3 {metric} >= 3x sbroker's own W1 {metric}"
         ratios = own_ratios(results, metric)
-        ours = next((v for name, v in ratios.items() if kinds[name] == "subject"), None)
-        w1 = _of(by_figure.get(("W1", metric), []), "subject")
+        ours = ratios.get("sbroker")
+        w1 = _of(by_figure.get(("W1", metric), []), "subject", "sbroker")
         if ours is None or w1 is None:
             out.append(Verdict(target, "n/a", None))
             continue
@@ -116,32 +112,17 @@ def w3_verdicts(results: list[Result]) -> list[Verdict]:
 def w4_verdict(results: list[Result]) -> Verdict:
     """W4 p99 <= 50 ms."""
     target = "W4 p99 <= 50 ms"
-    ours = _of(groups(results).get(("W4", "p99"), []), "subject")
+    ours = _of(groups(results).get(("W4", "p99"), []), "subject", "sbroker")
     if ours is None:
         return Verdict(target, "n/a", None)
     return Verdict(target, f"{ours:.2f} ms", ours <= 50)
 
 
-def postgres_verdicts(results: list[Result]) -> list[Verdict]:
-    """Issue 21's targets for sbroker on PostgreSQL against the raw SKIP LOCKED queue:
-    W2 (send and receive) >= 1x, W1 receive >= 0.7x."""
-    out = []
-    by_figure = groups(results)
-    for workload, metric, factor in (("W2", "send", 1.0), ("W2", "receive", 1.0),
-                                     ("W1", "receive", 0.7)):
-        target = f"{workload} {metric} on PostgreSQL >= {factor:g}x raw postgres"
-        group = by_figure.get((workload, metric), [])
-        ours = _of(group, "subject", "sbroker (postgres)")
-        raw = _of(group, "peer", "postgres")
-        if ours is None or not raw:
-            out.append(Verdict(target, "n/a", None))
-            continue
-        out.append(Verdict(target, f"{ours:,.0f} vs {raw:,.0f} = {ours / raw:.2f}x",
-                           ours >= factor * raw))
-    return out
-
-
 def verdicts(results: list[Result]) -> list[Verdict]:
-    """Every target of issue 6, in the issue's order, then issue 21's."""
-    return [w1_verdict(results), *w2_verdicts(results), *w3_verdicts(results),
-            w4_verdict(results), *postgres_verdicts(results)]
+    """Every target: SQLite's, then PostgreSQL's (against the raw SKIP LOCKED queue)."""
+    w2 = [ratio_verdict(results, f"W2 {m} >= 3x RabbitMQ", "W2", m, "sbroker", "rabbitmq", 3)
+          for m in ("send", "receive")]
+    pg = [ratio_verdict(results, f"{w} {m} on PostgreSQL >= {f:g}x raw postgres", w, m,
+                        "sbroker (postgres)", "postgres", f)
+          for w, m, f in (("W2", "send", 1.0), ("W2", "receive", 1.0), ("W1", "receive", 0.7))]
+    return [w1_verdict(results), *w2, *w3_verdicts(results), w4_verdict(results), *pg]

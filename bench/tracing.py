@@ -1,4 +1,4 @@
-"""`python -m bench.tracing`: what tracing (SPEC §15) costs W1 and W4 on SQLite.
+"""`python -m bench.tracing`: what tracing (docs/tracing.md) costs W1 and W4 on SQLite.
 
 Five modes, each round running every mode once in a fresh child process (the order turns
 each round, so that a change of the machine's load hits all alike), and medians printed:

@@ -1,10 +1,9 @@
-"""Issue 41's benchmark: a T-SQL loop of SEND then RECEIVE (each its own transaction, as
+"""`python -m bench.tsql`: a T-SQL loop of SEND then RECEIVE (each its own transaction, as
 T-SQL's autocommit runs them) against the same loop through the Python API, on SQLite and on
-PostgreSQL.  Printed, not asserted.
+PostgreSQL (docs/tsql.md).  Printed, not asserted.
 
     python -m bench.tsql                      # 10,000 messages, 3 paired runs, both backends
     python -m bench.tsql --n 1000 --runs 1 --backend sqlite
-    python -m bench.tsql --seed002            # seed 002's test: wall time vs its 41.5 s of delays
 
 Each run opens a fresh database (a SQLite file in a temp folder with durability "normal", the
 WAL default; a new database of a throwaway PostgreSQL server started by tools/pgserver.py with
@@ -15,11 +14,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime as dt
 import itertools
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -28,8 +24,6 @@ from pathlib import Path
 from sbroker import Broker
 
 BODY = "x" * 200
-SCRIPTS = Path(__file__).resolve().parent.parent / "examples" / "tsql"
-SEED002_DELAYS = 10.1 + 9.2 + 8.3 + 7.4 + 6.5  # one stage after the other, tasks at once
 LOOP = """
 declare @h uniqueidentifier, @i int = 0, @b varbinary(max)
 begin dialog @h from service Init to service 'Target' with encryption = off
@@ -87,40 +81,13 @@ def timed(target: str, loop: Callable[[Broker, int], None], n: int) -> float:
     return n / elapsed
 
 
-def seed002(target: str) -> tuple[float, float]:
-    """Seed 002's scheduler script, then its test through ``sbroker sql``: the test's wall
-    time (process start to exit) and the span of its tasks in ExecutionLog."""
-    def sql(*args: str) -> None:
-        subprocess.run([sys.executable, "-m", "sbroker.cli", "--db", target, "sql", *args],
-                       check=True, capture_output=True, timeout=600)
-
-    sql(str(SCRIPTS / "seed002_scheduler.sql"))
-    start = time.perf_counter()
-    sql(str(SCRIPTS / "seed002_test.sql"))
-    wall = time.perf_counter() - start
-    with Broker.open(target) as b:
-        [[span]] = b.execute_tsql("select min(StartTime) as first, max(EndTime) as last"
-                                  " from ExecutionLog")
-    first, last = (dt.datetime.fromisoformat(str(span[k])) for k in ("first", "last"))
-    return wall, (last - first).total_seconds()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--backend", choices=("sqlite", "postgres", "both"), default="both")
-    parser.add_argument("--seed002", action="store_true", help="seed 002's test instead")
     args = parser.parse_args()
     backends = ("sqlite", "postgres") if args.backend == "both" else (args.backend,)
-    if args.seed002:
-        print(f"seed 002's test through sbroker sql; its WAITFOR delays add up to"
-              f" {SEED002_DELAYS:.1f} s, stage after stage (one run)")
-        for backend in backends:
-            with targets(backend) as new_target:
-                wall, span = seed002(new_target())
-            print(f"{backend:<10} wall {wall:6.1f} s   tasks' span {span:6.1f} s", flush=True)
-        return
     with Broker.open(":memory:") as warm:  # imports (sqlglot) are not part of any figure
         warm.execute_tsql("select 1 as warm")
     print(f"SEND then RECEIVE, one transaction each, {args.n:,} messages of {len(BODY)} bytes,"

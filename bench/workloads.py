@@ -1,4 +1,4 @@
-"""The four workloads of issue 6; each run gets a freshly set-up system and returns its figures."""
+"""The suite's four workloads; each run gets a freshly set-up system and returns its figures."""
 
 from __future__ import annotations
 
@@ -33,9 +33,8 @@ class Sizes:
 
 FULL = Sizes(w1=10_000, w2=20_000, w3=3_000, w4=300)
 QUICK = Sizes(w1=1_000, w2=5_000, w3=1_000, w4=100)
-"""W1 is issue 2's 10,000 messages for every system. Issue 2's W2 of 100,000 runs in
-bench.engine: here RabbitMQ (~1,500 msgs/s batched) and the peers whose receive slows as acked
-rows pile up would take the full suite past 15 minutes on 2 cores; --quick stays under 2."""
+"""W2 stays at 20,000: RabbitMQ and the peers whose receive slows as acked rows pile up would
+take the full suite past 15 minutes on 2 cores at 100,000; --quick stays under 2."""
 
 
 @dataclass(frozen=True)
@@ -91,7 +90,7 @@ def rate(n: int, t0: float) -> float:
 
 Around = Callable[[str], AbstractContextManager[object]]
 """Entered around each timed phase ("send", "receive") of W1 and W2, outside its timing: a
-tool that looks inside a phase (bench.sqlitestatements) starts and ends its own count there."""
+tool that looks inside a phase (bench.where) starts and ends its own count there."""
 
 
 def untouched(_phase: str) -> AbstractContextManager[object]:

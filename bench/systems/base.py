@@ -53,6 +53,8 @@ class System(ABC):
 
     name: ClassVar[str]
     kind: ClassVar[Kind] = "peer"
+    backend: ClassVar[str] = "sqlite"
+    """Where it keeps its messages; a ratio compares sbroker with peers of its own backend."""
     servers: ClassVar[tuple[str, ...]] = ()
     waits_by: ClassVar[str] = f"poll every {POLL_INTERVAL * 1000:g} ms"
     no_batch_send: ClassVar[str | None] = None

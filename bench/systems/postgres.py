@@ -102,6 +102,7 @@ class Postgres(System):
     """A fresh queue table per run on the suite's loopback PostgreSQL server."""
 
     name = "postgres"
+    backend = "postgres"
     module = "psycopg"
     servers = ("postgres",)
     waits_by = "LISTEN/NOTIFY (trigger on insert)"

@@ -75,6 +75,7 @@ class Procrastinate(System):
     """A fresh database with procrastinate's schema per run, on the suite's PostgreSQL."""
 
     name = "procrastinate"
+    backend = "postgres"
     module = "procrastinate"
     servers = ("postgres",)
     waits_by = "LISTEN/NOTIFY (its trigger on insert)"

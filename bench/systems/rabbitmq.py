@@ -101,6 +101,7 @@ class RabbitMQ(System):
     """A fresh durable classic queue per run on the suite's loopback RabbitMQ node."""
 
     name = "rabbitmq"
+    backend = "rabbitmq"
     module = "pika"
     servers = ("rabbitmq",)
     waits_by = "basic_consume push (prefetch 1)"

@@ -1,5 +1,5 @@
-"""sbroker itself, through the public API of SPEC.md §1-3 only: on a SQLite file, and on a
-database of the suite's PostgreSQL server (SPEC §10)."""
+"""sbroker itself, through its public API only: on a SQLite file, and on a database of the
+suite's PostgreSQL server (docs/postgresql.md)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from bench.systems.base import Client, Durability, System
 SYNC = {"normal": "off", "full": "on"}
 
 CONVERSATIONS = 100
-"""Dialogs begun at setup; sends go round-robin over them (issue 2's W1 and W2)."""
+"""Dialogs begun at setup; sends go round-robin over them (W1 and W2)."""
 
 
 class SbrokerClient(Client):
@@ -82,6 +82,7 @@ class SbrokerPostgres(Sbroker):
     """The same on a fresh database of the suite's PostgreSQL server per run."""
 
     name = "sbroker (postgres)"
+    backend = "postgres"
     servers = ("postgres",)
     runs = itertools.count(1)
 

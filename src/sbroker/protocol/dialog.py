@@ -124,11 +124,6 @@ class DialogEngine:
         return out
 
     @property
-    def has_frames(self) -> bool:
-        """True when `next_frame` would return a fragment now (acks may also be waiting)."""
-        return self._out.has_work
-
-    @property
     def busy(self) -> bool:
         """Unacknowledged messages, pending acks or partial messages: not idle."""
         return bool(self._out.unacked or self._in.has_pending_acks or self._in.has_partial)

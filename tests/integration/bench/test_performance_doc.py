@@ -31,7 +31,7 @@ def test_write_docs_uses_the_stored_results_and_measures_nothing(tmp_path: Path)
     (results / "latest.json").write_text(json.dumps(data))
     page = render(results)
     assert "| W1 receive (msgs/s) | 123,457 |" in page
-    assert "Not stored yet: run `python -m bench.engine`" in page  # no engine file here
+    assert "Not stored yet: run `python -m bench.where`" in page  # no file of it here
     done = subprocess.run([sys.executable, "-m", "bench", "--write-docs"], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "wrote" in done.stdout, done.stderr

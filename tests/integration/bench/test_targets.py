@@ -1,7 +1,11 @@
-"""The suite's verdicts on issue 6's targets, from figures made up for each case."""
+"""The suite's verdicts on its targets, and the ratios of its table, from figures made up for
+each case."""
 
 from __future__ import annotations
 
+from rich.console import Console
+
+from bench.report import ratio, table
 from bench.runner import Result
 from bench.targets import own_ratios, verdicts
 
@@ -66,3 +70,19 @@ def test_a_missing_figure_is_not_measured_rather_than_missed() -> None:
     got = _by_target(_run(W1_receive_huey=15000, W4_p99_rabbitmq=2.0))
     assert all(met is None for met, _, _ in got.values())
     assert got["W1 receive >= 2x best peer"][1] == "n/a"
+
+
+def test_each_sbroker_row_is_held_to_the_peers_of_its_own_backend() -> None:
+    group = [_result("W1", "send", "sbroker", "subject", 12000),
+             _result("W1", "send", "sbroker (postgres)", "subject", 2000),
+             _result("W1", "send", "huey", "peer", 40000),
+             _result("W1", "send", "postgres", "peer", 8000),
+             _result("W1", "send", "procrastinate", "peer", 1000),
+             _result("W1", "send", "rabbitmq", "peer", 90000)]  # a server: no one's peer
+    ratios = {r.system: ratio(r, group) for r in group if r.kind == "subject"}
+    assert {name: (round(v, 2), best.system) for name, (v, best) in ratios.items()} == {
+        "sbroker": (0.3, "huey"), "sbroker (postgres)": (0.25, "postgres")}
+    console = Console(width=200, record=True)
+    console.print(table(group, {}, "t"))
+    text = console.export_text()
+    assert "0.30x vs huey" in text and "0.25x vs postgres" in text

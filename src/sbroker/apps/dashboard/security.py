@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
-import secrets
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -85,15 +84,6 @@ class Access:
             raise BadRequest("the form's CSRF token is missing or stale: reload the page and "
                              "try again", 403)
         return form
-
-
-def csrf_token(request: Request) -> str:
-    """The browser's CSRF token (its cookie), or a new one the response will set."""
-    token = request.cookies.get(CSRF_COOKIE)
-    if not token:
-        token = getattr(request.state, "new_csrf", None) or secrets.token_urlsafe(32)
-        request.state.new_csrf = token
-    return token
 
 
 def _bearer(request: Request) -> str | None:

@@ -45,7 +45,6 @@ class Applier:
         self._cond = threading.Condition()
         self._queue: dict[UUID, list[Message]] = {}
         self._blocked: set[UUID] = set()
-        self._busy = False
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="sbroker-applier", daemon=True)
         self._thread.start()
@@ -87,7 +86,6 @@ class Applier:
                     return None
                 ready = [p for p in self._queue if p not in self._blocked]
                 if ready:
-                    self._busy = True
                     return {p: self._queue.pop(p) for p in ready}
                 self._cond.wait()
 
@@ -98,7 +96,6 @@ class Applier:
                     self._apply(peer, messages)
             finally:
                 with self._cond:
-                    self._busy = False
                     self._cond.notify_all()
 
     def _apply(self, peer: UUID, messages: list[Message]) -> None:

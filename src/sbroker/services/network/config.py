@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -184,11 +184,3 @@ def set_listening_port(port: int | None) -> Callable[[Connection], object]:
     return lambda conn: conn.execute(conn.sql.set_listening_port, (port,))
 
 
-def listening_port(conn: Connection) -> int | None:
-    """The port the running endpoint listens on (useful with port=0), else None."""
-    row = conn.query_one(conn.sql.endpoint_listening_port)
-    return None if row is None or row[0] is None else int(row[0])
-
-
-def with_port(cfg: EndpointConfig, port: int) -> EndpointConfig:
-    return replace(cfg, port=port)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from uuid import UUID
 
 from sbroker.core import messages as m
@@ -43,14 +42,6 @@ def uid(value: UUID | None) -> str | None:
     return None if value is None else str(value).upper()
 
 
-@dataclass
-class Stats:
-    received: int = 0
-    duplicates: int = 0
-    forwarded: int = 0
-    refused: int = 0
-
-
 class ForwardLimitError(Exception):
     """The forwarding store is full: the peer retransmits later."""
 
@@ -69,7 +60,6 @@ class Receiver:
         self.on_outbox = on_outbox
         self.on_closed = on_closed
         self._closed: list[tuple[str, bool]] = []
-        self.stats = Stats()
         self.neighbors: set[UUID] = set()  # instances seen sending to us directly
         self._held: int | None = None
 
@@ -109,7 +99,6 @@ class Receiver:
             return ctx
 
         ctx = engine.store.commit_path.run(apply, durable=True)
-        self.stats.received += len(messages)
         if any(msg.origin_instance == peer for msg in messages):
             self.neighbors.add(peer)
         engine.forget_endpoints(ctx.changed)
@@ -144,7 +133,6 @@ class Receiver:
             ep = created
         endpoints[cache_key] = ep
         if msg.seq < ep.receive_seq:
-            self.stats.duplicates += 1
             return False
         if ep.far_broker_instance is None:
             ep.far_broker_instance = uid(msg.origin_instance or peer)
@@ -240,7 +228,6 @@ class Receiver:
         self, ctx: Context, conv: str, msg: Message, origin: str | None, code: int, text: str
     ) -> bool:
         """Record the refusal (anti-replay) and send a broker Error back to the initiator."""
-        self.stats.refused += 1
         self._set_inbound(ctx, conv, msg, refused=True)
         ctx.conn.execute(
             ctx.conn.sql.insert_outbox,
@@ -272,7 +259,6 @@ class Receiver:
     def _forward(self, ctx: Context, conv: str, msg: Message) -> bool:
         row = ctx.conn.query_one(ctx.conn.sql.inbound_next_seq, (conv, int(msg.from_initiator)))
         if row is not None and msg.seq < row[0]:
-            self.stats.duplicates += 1
             return False
         if self._held is None:
             held = ctx.conn.query_one(ctx.conn.sql.outbox_bytes)
@@ -288,7 +274,6 @@ class Receiver:
              msg.contract, msg.message_type, msg.body, 5, uid(msg.origin_instance),
              uid(msg.target_instance), msg.expires_at, ctx.now),
         )
-        self.stats.forwarded += 1
         return True
 
 

@@ -53,10 +53,6 @@ def configure(conn: psycopg.Connection[Any]) -> None:
     conn.adapters.register_dumper(bool, BoolDumper)
 
 
-def is_url(target: str) -> bool:
-    return target.startswith(("postgresql://", "postgres://"))
-
-
 def parse(url: str, durability: str) -> tuple[dict[str, Any], int]:
     """libpq connection parameters for ``url`` (with sbroker's additions) and the pool size."""
     if durability not in SYNC:

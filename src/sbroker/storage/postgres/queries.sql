@@ -676,9 +676,6 @@ WHERE owner_session = %s
 -- name: set_listening_port
 UPDATE sb_net_endpoint SET listening_port = %s
 
--- name: endpoint_listening_port
-SELECT listening_port FROM sb_net_endpoint
-
 -- ---------------------------------------------------------------------------------------
 -- The receiver (services/network/receiver.py, batch.py)
 -- ---------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 SQLite's automatic checkpoint runs inside the COMMIT that takes the WAL past
 ``wal_autocheckpoint`` pages: that COMMIT copies the WAL into the database file and fsyncs it
 while the group-commit writer, and every transaction queued behind it, waits (what that cost:
-bench/README.md). Here a thread with its own connection runs PASSIVE checkpoints instead,
+docs/queue-storage.md). Here a thread with its own connection runs PASSIVE checkpoints instead,
 nudged by the commits themselves: the copying and the fsync overlap with the next commits.
 Every connection keeps an automatic checkpoint at ``SAFETY_PAGES`` as a safety net, for when
 this thread falls behind or another process writes without one. Durability does not change: a

@@ -36,7 +36,7 @@ SWEEP_ROWS = 4096
 DENSE = 8
 """Rows taken by one commit, two or more, are deleted at once when they span fewer than DENSE
 queuing orders per row: then they share pages (about ten rows fill one), and marks would only
-be in the way (the measurements behind the threshold: bench/README.md)."""
+be in the way (the measurements behind the threshold: docs/queue-storage.md)."""
 
 _DELETE = "DELETE FROM sb_messages WHERE queuing_order = ? AND message_id = ?"
 _MARK_ONE = (

@@ -7,7 +7,7 @@ none).  Followers wait and get their result.  Under concurrency many broker comm
 one SQLite commit (and one fsync with ``durability="full"``).
 Each follower sleeps on a lock of its own item: the leader wakes exactly the threads whose
 items it finished, and hands the lead to the oldest queued one (a Condition's notify_all woke
-every follower after every batch: see bench/README.md for what that cost).
+every follower after every batch: see docs/queue-storage.md for what that cost).
 
 Lazy group locks: a RECEIVE's lock attempt runs as a *lazy* item.  A batch of only lazy items
 leaves the SQLite write transaction open instead of committing, and the conversation-group

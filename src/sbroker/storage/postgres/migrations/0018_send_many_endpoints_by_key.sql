@@ -3,8 +3,8 @@
 -- depended on the table's size: on a few hundred endpoints a hash join over the whole table
 -- (read through its primary key, seq scans being off), three times per call. The whole
 -- table was read at every commit of several SENDs, and a broker of ~2,000 endpoints paid
--- 22-44 % more server CPU per commit of 100 than one of 200 or 10,000 (bench.pgsendparts
--- --endpoints, docs/lean-schema.md). Here each row's sender and peer are found by key
+-- 22-44 % more server CPU per commit of 100 than one of 200 or 10,000
+-- (docs/queue-storage.md). Here each row's sender and peer are found by key
 -- (LATERAL ... LIMIT 1, which the planner cannot turn into a join over the table) and the
 -- send_seq update finds its rows by the senders' keys, whatever the table's size. Same
 -- checks, same writes, same result; the SET clauses stay (0008 says why).
