@@ -1,9 +1,11 @@
 """The dashboard's page of durable pipeline runs in a real headless Chromium: a run's status,
-each task's attempts and retries on the timeline, the schedules with their next due time."""
+each task's attempts and retries on the timeline, the schedules with their next due time,
+and a running run cancelled with its button."""
 
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -98,4 +100,41 @@ def test_runs_with_attempts_and_retries_and_schedules_with_next_due(
         assert len(bars) == 2 and all(b["width"] > 0 for b in bars)
         assert bars[0]["x"] < bars[1]["x"]
         expect(page.locator("#schedules td.next-due")).to_have_text(schedule["next_due"])
+    assert errors == []
+
+
+def test_a_running_run_is_cancelled_from_its_page(broker: sbroker.Broker, page: Page,
+                                                  tmp_path: Path) -> None:
+    from sbroker.apps.pipeline import DurableRunner, RunState
+
+    release = tmp_path / "release"
+    pipeline = parse_pipeline(f'[pipeline]\nname = "held"\n[[task]]\nname = "a"\n'
+                              f'python = "pipeline_task_helpers:hang"\n'
+                              f'args = {{ release = "{release}" }}\n[[task]]\nname = "b"\n'
+                              f'sql = "SELECT 1"\nafter = ["a"]\n')
+    runner = DurableRunner(broker, pipeline)
+    state = runner.create()
+    out: list[RunState] = []
+    driver = threading.Thread(target=lambda: out.append(runner.drive(state)), daemon=True)
+    driver.start()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on("dialog", lambda dialog: dialog.accept())  # "Cancel run 1?"
+    try:
+        with DashboardServer(broker, port=0, refresh=0.5) as server:
+            page.goto(server.url + "/scheduler/runs")
+            run = page.locator(f"#pipeline-run-{state.run_id}")
+            expect(run.locator(".run-status")).to_have_text("running")
+            expect(run.locator(".driver")).to_contain_text("driven by")
+            run.locator("button", has_text="Cancel run").click()
+            expect(page.locator(f"#pipeline-run-{state.run_id} .run-status")).to_have_text(
+                "cancelled")
+            expect(page.locator(f"#pipeline-run-{state.run_id} button")).to_have_count(0)
+            expect(page.locator(f"#pipeline-run-{state.run_id} g.task-row[data-task=b]")
+                   ).to_contain_text("pending")
+        driver.join(60)
+        assert out and out[0].status == "cancelled"
+    finally:
+        release.touch()
+        driver.join(60)
     assert errors == []

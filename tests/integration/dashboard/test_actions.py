@@ -123,3 +123,25 @@ def test_end_a_conversation_with_cleanup(pair: sbroker.Broker, client: TestClien
     assert handle not in handles
     r = post(client, f"/conversations/{handle}/end")
     assert r.status_code == 404 and "no conversation with handle" in r.text
+
+
+def test_cancel_a_pipeline_run_from_its_page(pair: sbroker.Broker, client: TestClient,
+                                             tmp_path: object) -> None:
+    from sbroker.apps.pipeline import get_run, parse_pipeline, submit_run
+
+    pair.install_executor(runner=StubRunner())
+    run_id = submit_run(pair, parse_pipeline('[[task]]\nname = "a"\nsql = "SELECT 1"\n'))
+    page = client.get("/scheduler/runs").text
+    assert f"/scheduler/runs/{run_id}/cancel" in page  # a running run has the button
+    r = client.post(f"/scheduler/runs/{run_id}/cancel", data={"next": "/scheduler/runs"},
+                    follow_redirects=False)
+    assert r.status_code == 403  # without the CSRF field, refused
+    assert get_run(pair, run_id)["status"] == "running"  # type: ignore[index]
+    r = post(client, f"/scheduler/runs/{run_id}/cancel", {"next": "/scheduler/runs"})
+    assert r.status_code == 303 and r.headers["location"] == "/scheduler/runs"
+    assert get_run(pair, run_id)["status"] == "cancelled"  # type: ignore[index]
+    page = client.get("/scheduler/runs").text
+    assert f"run {run_id} cancelled" in page  # the notice
+    assert f"/scheduler/runs/{run_id}/cancel" not in page
+    r = post(client, f"/scheduler/runs/{run_id}/cancel")
+    assert r.status_code == 409 and "nothing to cancel" in r.text

@@ -50,6 +50,17 @@ def test_the_gantt_chart_names_each_stage_and_task_and_shows_a_failure(
     assert ("stage", "failed") in bars and bars.count(("task", "succeeded")) == 11
 
 
+def test_a_dag_runs_tasks_are_named_on_the_chart(pair: sbroker.Broker, runner: StubRunner,
+                                                 client: TestClient) -> None:
+    from sbroker.apps.pipeline import parse_pipeline, start_run
+
+    state = start_run(pair, parse_pipeline('[pipeline]\nname = "dag"\n[[task]]\nname = "load"\n'
+                                           'sql = "SELECT 1"\n[[task]]\nname = "report"\n'
+                                           'sql = "SELECT 2"\nafter = ["load"]\n'))
+    assert state.ok
+    assert labels(client.get("/scheduler").text) == ["tasks", "load", "report"]
+
+
 def test_the_execution_log_is_searched_by_status_scheduler_and_time(
         pair: sbroker.Broker, runner: StubRunner, client: TestClient) -> None:
     before = dt.datetime.now(dt.UTC)

@@ -11,7 +11,7 @@ import logging
 import threading
 from typing import Any
 
-from sbroker.apps.pipeline.leases import LeaseHeld, LeaseLost
+from sbroker.apps.pipeline.leases import LeaseHeld, LeaseLost, forget_dead_sessions
 from sbroker.apps.pipeline.loading import load_definition
 from sbroker.apps.pipeline.model import Pipeline
 from sbroker.apps.pipeline.parser import PipelineError
@@ -105,6 +105,7 @@ class PipelineService:
         """One look for runs no live process drives: take each one's lease and drive it;
         the ids of the runs taken."""
         taken = []
+        forget_dead_sessions(self.broker)  # a dead driver's runs are free at once
         for row in self.store.takeable():
             run_id = int(row["run_id"])
             with self._lock:
