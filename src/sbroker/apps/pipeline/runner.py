@@ -120,6 +120,7 @@ class DurableRunner:
         self._interrupting = False
         self._fenced_at = 0.0
         self._stored: dict[str, tuple[TaskState, str]] = {}  # a resume's recorded instances
+        self._mapped = tuple(s.name for s in pipeline.dag if s.map is not None)
 
     # -- creating and taking up -----------------------------------------------------------------
     def create(self, tx: Transaction | None = None, *, driven: bool = True) -> RunState:
@@ -298,8 +299,8 @@ class DurableRunner:
             self._fenced_at = self.clock.monotonic()
 
     def _start_ready(self, state: RunState) -> None:
-        expandable = any(t.spec.map is not None and t.status == TaskStatus.PENDING
-                         for t in state.tasks.values())
+        expandable = bool(self._mapped) and any(
+            state.tasks[n].status == TaskStatus.PENDING for n in self._mapped)
         if not self._ready(state) and not expandable:
             return
         with self.broker.transaction() as tx:
@@ -313,6 +314,8 @@ class DurableRunner:
         """Inside ``tx``: the mapped tasks now free to start expanded into their instances
         (rows inserted), those whose instances all ended settled, the tasks after a failed
         one skipped; the tasks that ended (mapping.py)."""
+        if not self._mapped:  # nothing to expand or settle: no cost per outcome
+            return []
         end = _iso(self.clock.now())
         done = expand_ready(state, end, self._stored)
         for task in done.changed:  # a mapped task's time runs from its expansion
