@@ -105,6 +105,7 @@ class DurableRunner:
         self._trace: tracing.RunTrace | None = None  # the run's spans, while tracing is on
         self._positions = {spec.name: i for i, spec in enumerate(pipeline.dag)}
         self._stored: dict[str, tuple[TaskState, str]] = {}  # a resume's recorded instances
+        self._mapped = tuple(s.name for s in pipeline.dag if s.map is not None)
 
     # -- creating and resuming ---------------------------------------------------------------
     def create(self, tx: Transaction | None = None) -> RunState:
@@ -272,8 +273,8 @@ class DurableRunner:
         return state
 
     def _start_ready(self, state: RunState) -> None:
-        expandable = any(t.spec.map is not None and t.status == "pending"
-                         for t in state.tasks.values())
+        expandable = bool(self._mapped) and any(
+            state.tasks[n].status == "pending" for n in self._mapped)
         if not self._ready(state) and not expandable:
             return
         with self.broker.transaction() as tx:
@@ -288,6 +289,8 @@ class DurableRunner:
         """Inside ``tx``: the mapped tasks now free to start expanded into their instances
         (rows inserted), those that ended settled, the tasks after a failed one skipped;
         the tasks that ended (mapping.py)."""
+        if not self._mapped:  # nothing to expand or settle: no cost per outcome
+            return []
         end = _iso(self.clock.now())
         done = expand_ready(state, end, self._stored)
         for task in done.changed:  # a mapped task's time runs from its expansion
