@@ -149,7 +149,7 @@ def test_options_schedules_and_retry_overrides() -> None:
     model = pipe.definition()
     assert model.schedule == Schedule(None, "0 2 * * *", "Europe/Paris", False, "skip")
     assert model.options.spark is spark and model.options.concurrency is None
-    assert model.description == "nightly" and pipe.lease == 45.0
+    assert model.description == "nightly" and model.options.lease == pipe.lease == 45.0
     assert (model.dag[0].retry, model.dag[0].timeout) == (Retry(0, 0.25, 3.0, 60.0), 30.0)
     assert (model.dag[1].retry, model.dag[1].timeout) == (Retry(2, 3.0, 3.0, 60.0), 7200.0)
     every = sbroker.Every("15m", catchup=True, overlap="queue").schedule

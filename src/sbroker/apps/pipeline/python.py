@@ -229,7 +229,7 @@ class Pipeline:
             raw["timeout"] = timeout
         self.options = model.Options(concurrency, spark or SparkConfig(),
                                      parse_retry(raw, model.Retry(), error),
-                                     parse_timeout(raw, None, error))
+                                     parse_timeout(raw, None, error), lease_seconds)
         self._tasks: dict[str, PipelineTask[Any, Any]] = {}
         self.source: str | None = None  # set by whoever loads it by name: loading.py
 
