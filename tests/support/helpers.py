@@ -27,6 +27,14 @@ CHILD = Path(__file__).with_name("child.py")
 DEADLINE = 60.0  # seconds: generous, a loaded 2-core machine must never hit it
 
 
+def started(target: str | Path, runner: Any) -> sbroker.Broker:
+    """A started broker on ``target`` whose executor runs its tasks on ``runner``."""
+    b = sbroker.Broker.open(target)
+    b.install_executor(max_queue_readers=4, runner=runner)
+    b.start()
+    return b
+
+
 def make_pair(b: sbroker.Broker, *, poison_message_handling: bool = True) -> sbroker.Broker:
     """InitQueue/InitService and TargetQueue/TargetService (DEFAULT contract)."""
     b.create_queue("InitQueue")

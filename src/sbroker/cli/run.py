@@ -69,7 +69,7 @@ def run(ctx: click.Context, file: str, params: tuple[str, ...], resume: str | No
     else:
         opener = _open_broker(ctx.obj["db"], readers, not no_executor)
     request = RunRequest(None if resume is None else LATEST if resume == "latest"
-                         else int(resume), rerun_from, submit)
+                         else int(resume), rerun_from, submit, throwaway=local)
     with _sigterm_as_ctrl_c() as terminated:
         try:
             code, _ = run_command(file, list(params), open_broker=opener, request=request,

@@ -193,3 +193,46 @@ def test_a_server_stopped_mid_run_hands_it_to_the_next_and_its_schedule_goes_on(
     finally:
         second.send_signal(signal.SIGTERM)
         assert second.wait(DEADLINE) == 0
+
+
+def test_a_driving_run_cancelled_from_another_process_exits_1(tmp_path: Path) -> None:
+    path, db = write(tmp_path), tmp_path / "run.db"
+    proc = sbroker(tmp_path, db, "run", str(path))
+    try:
+        until(lambda: (tmp_path / "started-a").exists(), "a never started")
+        code, out, err = cli("--db", str(db), "runs", "cancel", "1")
+        assert code == 0 and f"cancel asked of its driver {socket.gethostname()} (pid " \
+            f"{proc.pid})" in out, (out, err)
+        assert proc.wait(DEADLINE) == 1  # though its task's code never returns
+    finally:
+        (tmp_path / "release").touch()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    shown = run_row(db, 1)
+    assert shown["status"] == "cancelled"
+    assert [t["status"] for t in shown["tasks"]] == ["cancelled", "pending"]  # type: ignore[attr-defined]
+
+
+def test_a_run_paused_past_its_lease_is_taken_over_and_followed_to_its_end(
+        tmp_path: Path) -> None:
+    path, db = write(tmp_path, "paused", '[options]\nlease = "1s"'), tmp_path / "run.db"
+    proc = sbroker(tmp_path, db, "run", str(path))
+    server = None
+    try:
+        until(lambda: (tmp_path / "started-a").exists(), "a never started")
+        proc.send_signal(signal.SIGSTOP)  # past its lease: a server takes the run over
+        server = sbroker(tmp_path, db, "serve")
+        until(lambda: run_row(db, 1)["takeovers"] == 1, "the run was not taken over")
+        proc.send_signal(signal.SIGCONT)  # its task goes on: it was paused with it
+        (tmp_path / "release").touch()
+        assert proc.wait(DEADLINE) == 0  # it followed the run to its end
+    finally:
+        for p in (proc, server):
+            if p is not None and p.poll() is None:
+                p.send_signal(signal.SIGCONT)
+                p.send_signal(signal.SIGTERM)
+                p.wait(DEADLINE)
+    out = "".join(f.read_text() for f in sorted(tmp_path.glob("proc-*.log")))
+    assert "another process drives it now" in out and "run 1 ended succeeded" in out
+    assert run_row(db, 1)["status"] == "succeeded"

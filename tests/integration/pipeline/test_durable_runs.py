@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.helpers import started
 
 import sbroker
 from sbroker.apps.pipeline import (
@@ -30,15 +31,8 @@ from sbroker.apps.spark import StubRunner
 
 
 @pytest.fixture
-def stub() -> StubRunner:
-    return StubRunner()
-
-
-@pytest.fixture
 def broker(database: str, stub: StubRunner) -> Iterator[sbroker.Broker]:
-    b = sbroker.Broker.open(database)
-    b.install_executor(max_queue_readers=4, runner=stub)
-    b.start()
+    b = started(database, stub)
     try:
         yield b
     finally:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -33,23 +33,9 @@ from sbroker.apps.pipeline import (
     submit_run,
     wait_run,
 )
-from sbroker.apps.spark import StubRunner
 
 DEADLINE = 60.0
 
-
-@pytest.fixture
-def hosts(database: str) -> Iterator[list[sbroker.Broker]]:
-    """Two started brokers on one database with the executor, as two servers would be."""
-    brokers = [sbroker.Broker.open(database) for _ in range(2)]
-    for b in brokers:
-        b.install_executor(max_queue_readers=4, runner=StubRunner())
-        b.start()
-    try:
-        yield brokers
-    finally:
-        for b in brokers:
-            b.close()
 
 
 def task(name: str, target: str, after: tuple[str, ...] = (), **options: object) -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+from support.helpers import started
 
 import sbroker
 from sbroker.apps.pipeline import (
@@ -55,16 +56,10 @@ sql = "C1"
 """
 
 
-@pytest.fixture
-def stub() -> StubRunner:
-    return StubRunner()
-
 
 @pytest.fixture
 def broker(tmp_path: Path, stub: StubRunner) -> Iterator[sbroker.Broker]:
-    b = sbroker.Broker.open(tmp_path / "runs.db")
-    b.install_executor(max_queue_readers=4, runner=stub)
-    b.start()
+    b = started(tmp_path / "runs.db", stub)
     try:
         yield b
     finally:

@@ -5,10 +5,7 @@ on the same database: "hosts") take timers, catch-up and overlap="skip"."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 import sbroker
 from sbroker.apps.pipeline import list_runs, load_pipeline
@@ -16,24 +13,10 @@ from sbroker.apps.pipeline.runner import DurableRunner
 from sbroker.apps.pipeline.runstate import RunState
 from sbroker.apps.pipeline.schedules import add_schedule, list_schedules, remove_schedule
 from sbroker.apps.pipeline.service import PipelineService
-from sbroker.apps.spark import StubRunner
 
 HOUR = 3600.0
 
 
-
-@pytest.fixture
-def hosts(database: str) -> Iterator[list[sbroker.Broker]]:
-    """Two started brokers on one database, as two servers would be."""
-    brokers = [sbroker.Broker.open(database) for _ in range(2)]
-    for b in brokers:
-        b.install_executor(max_queue_readers=2, runner=StubRunner())
-        b.start()
-    try:
-        yield brokers
-    finally:
-        for b in brokers:
-            b.close()
 
 
 def _file(folder: Path, schedule: str) -> Path:

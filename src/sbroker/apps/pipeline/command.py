@@ -84,6 +84,7 @@ class RunRequest:
     resume: int | None = None
     rerun_from: str | None = None
     submit: bool = False
+    throwaway: bool = False  # --local: the database goes after the run (no resume to offer)
 
 
 def run_command(path: str | Path, params: Sequence[str] = (), *, open_broker: OpenBroker,
@@ -108,8 +109,8 @@ def run_command(path: str | Path, params: Sequence[str] = (), *, open_broker: Op
                 if request.submit:
                     print(submit_run(broker, pipeline), flush=True)
                     return 0, None
-                runner = DurableRunner(broker, pipeline,
-                                       listener=RunDisplay(console, verbose=verbose))
+                runner = DurableRunner(broker, pipeline, listener=RunDisplay(
+                    console, verbose=verbose, resumable=not request.throwaway))
                 state = _take_up(broker, runner, request, console)
                 if state is None:
                     return 0, None

@@ -62,10 +62,10 @@ def renew_every(lease: Lease) -> float:
     return min(1.0, lease.seconds / 3)
 
 
-def forget_dead_sessions(broker: BrokerAPI) -> None:
+def forget_dead_sessions(broker: BrokerAPI) -> int:
     """Reap the broker sessions whose process died, so that their leases count as expired
-    (reading the sessions' view reaps first)."""
-    broker.view("dm_broker_sessions")
+    (reading the sessions' view reaps first); how many live."""
+    return len(broker.view("dm_broker_sessions"))
 
 
 def acquire(broker: BrokerAPI, tx: Transaction, run_id: int, seconds: float) -> Lease:

@@ -124,8 +124,10 @@ UPDATE PipelineRunTasks SET Position = %s, After = %s, Definition = %s WHERE Run
 DELETE FROM PipelineRunTasks WHERE RunID = %s AND Name = %s
 
 -- name: insert_attempt
--- Params: log id, run id, task, attempt number, deadline (epoch seconds or NULL).
-INSERT INTO PipelineAttempts(LogID, RunID, Task, Attempt, Deadline) VALUES (%s, %s, %s, %s, %s)
+-- Params: log id, run id, task, attempt number, deadline (epoch seconds or NULL), the
+-- sending driver's lease token.
+INSERT INTO PipelineAttempts(LogID, RunID, Task, Attempt, Deadline, LeaseToken)
+VALUES (%s, %s, %s, %s, %s, %s)
 
 -- name: open_attempts
 SELECT LogID AS log_id, Task AS task, Deadline AS deadline FROM PipelineAttempts

@@ -86,7 +86,9 @@ def stored_run_table(run: Mapping[str, Any]) -> Table:
     """The table of a run as ``get_run`` reads it (``sbroker runs show``)."""
     driver = run.get("driver")
     title = (f"run {run['run_id']} of pipeline {run['pipeline']}: {run['status']}"
-             + (f", driven by {driver['host']} (pid {driver['pid']})" if driver else "")
+             + (f", driven by {driver['host']} (pid {driver['pid']})" if driver else
+                ", no live driver (a server takes it over)" if run["status"] == "running"
+                else "")
              + (f", taken over {run['takeovers']}x" if run.get("takeovers") else ""))
     return render_run_table(title, [{**t, "time": _span(t["start_time"], t["end_time"])}
                                     for t in run["tasks"]])
@@ -95,9 +97,11 @@ def stored_run_table(run: Mapping[str, Any]) -> Table:
 class RunDisplay(RunListener):
     """Plain lines while the run goes, the report at its end."""
 
-    def __init__(self, console: Console, *, verbose: bool = False) -> None:
+    def __init__(self, console: Console, *, verbose: bool = False,
+                 resumable: bool = True) -> None:
         self.console = console
         self.verbose = verbose
+        self.resumable = resumable  # False: a throwaway database (--local)
 
     def _say(self, text: str) -> None:
         self.console.print(text, highlight=False, soft_wrap=True)
@@ -140,10 +144,12 @@ class RunDisplay(RunListener):
             self._say(f"run {run.run_id} handed back: a server takes it over")
         elif run.status != "succeeded" or not run.resumed or any(not t.kept
                                                                  for t in run.tasks.values()):
-            self.console.print(render_run_report(run, verbose=self.verbose))
+            self.console.print(render_run_report(run, verbose=self.verbose,
+                                                 resumable=self.resumable))
 
 
-def render_run_report(run: RunState, *, verbose: bool = False) -> RenderableType:
+def render_run_report(run: RunState, *, verbose: bool = False,
+                      resumable: bool = True) -> RenderableType:
     """A table of the run's tasks, then the verdict, the failed tasks' errors (tracebacks
     with ``verbose``) and, unless it succeeded, how to resume it."""
     table = render_run_table(f"run {run.run_id} of pipeline {run.pipeline.name}", [
@@ -177,5 +183,7 @@ def render_run_report(run: RunState, *, verbose: bool = False) -> RenderableType
     skipped = [t.name for t in run.tasks.values() if t.status == TaskStatus.SKIPPED]
     if skipped:
         parts.append(Text(f"  skipped: {', '.join(skipped)}", style="dim"))
-    parts.append(Text(f"  resume it with: sbroker run FILE --resume {run.run_id}", style="dim"))
+    if resumable:
+        parts.append(Text(f"  resume it with: sbroker run FILE --resume {run.run_id}",
+                          style="dim"))
     return Group(*parts)

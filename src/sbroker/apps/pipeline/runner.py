@@ -361,7 +361,8 @@ class DurableRunner:
             task.status, task.ended, task.next_attempt = TaskStatus.RUNNING, None, None
             task.deadline = None if task.spec.timeout is None else now + task.spec.timeout
             task.start_time = task.start_time or _iso(now)
-            self.store.insert_attempt(tx, state.run_id, task)
+            self.store.insert_attempt(tx, state.run_id, task,
+                                      0 if state.lease is None else state.lease.token)
             self.store.set_task(tx, state.run_id, task)
         return ready
 
@@ -378,9 +379,10 @@ class DurableRunner:
             self.listener.task_finished(state, task)
 
     def _wait_seconds(self, state: RunState, now: float) -> float:
+        retrying = TaskStatus.RETRYING
         due = [t.deadline for t in state.tasks.values() if t.deadline is not None]
         due += [t.next_attempt for t in state.tasks.values()
-                if t.status == TaskStatus.RETRYING and t.next_attempt is not None]
+                if t.next_attempt is not None and t.status == retrying]
         most = RECOVERY_SECONDS if state.lease is None else leases.renew_every(state.lease)
         return max(0.0, min([most, *(d - now for d in due)]))
 
@@ -462,8 +464,9 @@ class DurableRunner:
 
     def _set_timer(self, tx: Transaction, state: RunState) -> None:
         """The dialog's timer at the next retry due (a DialogTimer wakes the wait)."""
+        retrying = TaskStatus.RETRYING
         due = [t.next_attempt for t in state.tasks.values()
-               if t.status == TaskStatus.RETRYING and t.next_attempt is not None]
+               if t.next_attempt is not None and t.status == retrying]
         if due:
             tx.begin_conversation_timer(state.handle, max(0.001, min(due) - self.clock.now()))
 

@@ -13,6 +13,11 @@ from typing import Any
 from sbroker.apps.pipeline.model import Pipeline, RunStatus, TaskSpec, TaskStatus
 
 __all__ = ["AttemptEnd", "Lease", "RunState", "TaskState", "dependants", "task_from_row"]
+# The members the hot loops compare with, looked up once (an enum member's lookup through
+# its class costs several times a comparison: the runner checks every task at every step).
+_PENDING, _RETRYING, _SUCCEEDED = TaskStatus.PENDING, TaskStatus.RETRYING, TaskStatus.SUCCEEDED
+_ENDED = frozenset(s for s in TaskStatus if s.ended)
+_NOT_SUCCEEDED = frozenset({TaskStatus.FAILED, TaskStatus.SKIPPED, TaskStatus.CANCELLED})
 
 
 def dependants(tasks: Iterable[TaskSpec], names: set[str]) -> set[str]:
@@ -120,7 +125,7 @@ class RunState:
     @property
     def done(self) -> bool:
         """Every task ended and no attempt is open."""
-        return all(t.status.ended and t.log_id is None for t in self.tasks.values())
+        return all(t.status in _ENDED and t.log_id is None for t in self.tasks.values())
 
     @property
     def seconds(self) -> float:
@@ -130,12 +135,13 @@ class RunState:
     def ready(self, now: float) -> list[TaskState]:
         """Tasks that may start now: pending with every ``after`` task succeeded, or
         retrying and due; in file order."""
-        succeeded = {n for n, t in self.tasks.items() if t.status == TaskStatus.SUCCEEDED}
+        succeeded = {n for n, t in self.tasks.items() if t.status == _SUCCEEDED}
         out = []
         for t in self.tasks.values():
-            waited = (t.status == TaskStatus.PENDING and t.spec.map is None  # mapped: expanded
-                      and succeeded.issuperset(t.spec.after))
-            if waited or (t.status == TaskStatus.RETRYING and (t.next_attempt or 0.0) <= now):
+            status = t.status
+            if (status == _PENDING and t.spec.map is None  # a mapped task is expanded
+                    and succeeded.issuperset(t.spec.after)) or (
+                    status == _RETRYING and (t.next_attempt or 0.0) <= now):
                 out.append(t)
         return out
 
@@ -147,11 +153,10 @@ class RunState:
         """Mark ``skipped`` every pending task after a task that ended without succeeding;
         the tasks marked."""
         marked: list[TaskState] = []
-        frontier = {n for n, t in self.tasks.items()
-                    if t.status in (TaskStatus.FAILED, TaskStatus.SKIPPED, TaskStatus.CANCELLED)}
+        frontier = {n for n, t in self.tasks.items() if t.status in _NOT_SUCCEEDED}
         while frontier:  # then the tasks after those just skipped, and so on
             new = [t for t in self.tasks.values()
-                   if t.status == TaskStatus.PENDING and not frontier.isdisjoint(t.spec.after)]
+                   if t.status == _PENDING and not frontier.isdisjoint(t.spec.after)]
             for t in new:
                 t.status, t.end_time, t.ended = TaskStatus.SKIPPED, end_time, None
             marked += new

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 from typing import Any
 
@@ -102,18 +103,22 @@ class PipelineService:
 
     # -- takeovers ------------------------------------------------------------------------------
     def take_over(self) -> list[int]:
-        """One look for runs no live process drives: take each one's lease and drive it;
-        the ids of the runs taken."""
-        taken = []
-        forget_dead_sessions(self.broker)  # a dead driver's runs are free at once
-        for row in self.store.takeable():
+        """One look for runs no live process drives: take the lease of this server's share
+        of them (its part among the broker sessions open on the database, at least one) and
+        drive each; the ids of the runs taken."""
+        taken: list[int] = []
+        sessions = forget_dead_sessions(self.broker)  # a dead driver's runs are free at once
+        rows = self.store.takeable()
+        share = max(1, math.ceil(len(rows) / max(1, sessions)))
+        for row in rows:
             run_id = int(row["run_id"])
             with self._lock:
                 if run_id in self._drivers or run_id in self._unloadable:
                     continue
-            state = self._take(row)
-            if state is not None:
+            if self._take(row) is not None:
                 taken.append(run_id)
+                if len(taken) >= share:
+                    break
         return taken
 
     def _take(self, row: dict[str, Any]) -> RunState | None:

@@ -124,8 +124,10 @@ UPDATE PipelineRunTasks SET Position = ?, After = ?, Definition = ? WHERE RunID 
 DELETE FROM PipelineRunTasks WHERE RunID = ? AND Name = ?
 
 -- name: insert_attempt
--- Params: log id, run id, task, attempt number, deadline (epoch seconds or NULL).
-INSERT INTO PipelineAttempts(LogID, RunID, Task, Attempt, Deadline) VALUES (?, ?, ?, ?, ?)
+-- Params: log id, run id, task, attempt number, deadline (epoch seconds or NULL), the
+-- sending driver's lease token.
+INSERT INTO PipelineAttempts(LogID, RunID, Task, Attempt, Deadline, LeaseToken)
+VALUES (?, ?, ?, ?, ?, ?)
 
 -- name: open_attempts
 SELECT LogID AS log_id, Task AS task, Deadline AS deadline FROM PipelineAttempts

@@ -112,9 +112,11 @@ class RunStore:
         tx.execute(self.sql.set_task_status, (status.value, end, error, run_id, name))
 
     # -- attempts ----------------------------------------------------------------------------------
-    def insert_attempt(self, tx: Transaction, run_id: int, task: TaskState) -> None:
+    def insert_attempt(self, tx: Transaction, run_id: int, task: TaskState,
+                       token: int) -> None:
+        """The attempt of ``task`` just sent (``token``: the sending driver's lease's)."""
         tx.execute(self.sql.insert_attempt, (task.log_id, run_id, task.name, task.attempts,
-                                             task.deadline))
+                                             task.deadline, token))
 
     def open_attempts(self, tx: Transaction, run_id: int) -> dict[str, dict[str, Any]]:
         """The run's attempts whose outcome is not recorded yet, by task."""

@@ -36,7 +36,11 @@ from sbroker.apps.spark import (
 )
 from sbroker.core import messages as m
 from sbroker.core import threads, tracing
-from sbroker.core.errors import ConversationNotFoundError, ConversationStateError
+from sbroker.core.errors import (
+    CommitConflictError,
+    ConversationNotFoundError,
+    ConversationStateError,
+)
 from sbroker.engine.api import BrokerAPI
 from sbroker.engine.transaction import Transaction
 
@@ -151,9 +155,19 @@ def serve(broker: BrokerAPI, state: ExecutorState, worker: str, *, wait: float,
     finally:
         state.count_reader(-1)
         if outcome is not None:
-            with broker.transaction() as tx:
-                _finish(broker, tx, outcome)
+            _record(broker, outcome)
     return handled
+
+
+def _record(broker: BrokerAPI, outcome: Outcome) -> None:
+    """Record an outcome (and send its AsyncDone) in a transaction of its own; once more if
+    its dialog ended before the commit (the AsyncDone then has no one to go to)."""
+    try:
+        with broker.transaction() as tx:
+            _finish(broker, tx, outcome)
+    except CommitConflictError:
+        with broker.transaction() as tx:
+            _finish(broker, tx, outcome)
 
 
 def serve_one(broker: BrokerAPI, state: ExecutorState, worker: str, *, wait: float) -> bool:
@@ -163,9 +177,7 @@ def serve_one(broker: BrokerAPI, state: ExecutorState, worker: str, *, wait: flo
         return False
     msg, payload = got
     if payload is not None:
-        outcome = _run(broker, state, msg, payload)
-        with broker.transaction() as tx:
-            _finish(broker, tx, outcome)
+        _record(broker, _run(broker, state, msg, payload))
     return True
 
 
@@ -189,7 +201,21 @@ def _fair_groups(broker: BrokerAPI, tx: Transaction, state: ExecutorState) -> li
 def _take(broker: BrokerAPI, state: ExecutorState, worker: str, outcome: Outcome | None, *,
           wait: float) -> tuple[m.Message, dict[str, Any] | None] | None:
     """One transaction: record ``outcome`` (if any), then take the next message fairly and
-    mark its task running.  None when no message came (the outcome is recorded anyway)."""
+    mark its task running.  None when no message came (the outcome is recorded anyway).
+    A task may outlive its dialog (its run recorded it timed out and ended): if the dialog
+    ended before the commit, the outcome is recorded alone and the take made again."""
+    if outcome is None:
+        return _take_next(broker, state, worker, None, wait=wait)
+    try:
+        return _take_next(broker, state, worker, outcome, wait=wait)
+    except CommitConflictError:
+        _record(broker, outcome)
+        return _take_next(broker, state, worker, None, wait=wait)
+
+
+def _take_next(broker: BrokerAPI, state: ExecutorState, worker: str,
+               outcome: Outcome | None, *,
+               wait: float) -> tuple[m.Message, dict[str, Any] | None] | None:
     got = None
     with broker.transaction() as tx:
         if outcome is not None:

@@ -12,6 +12,9 @@ ALTER TABLE PipelineRuns ADD COLUMN DriverHost TEXT;
 ALTER TABLE PipelineRuns ADD COLUMN DriverPid INTEGER;
 ALTER TABLE PipelineRuns ADD COLUMN Takeovers INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE PipelineRuns ADD COLUMN CancelRequested INTEGER NOT NULL DEFAULT 0;
+-- The token of the driver that sent each attempt: attempts in the order they were sent have
+-- tokens that never go down (a driver that lost its lease sends nothing more).
+ALTER TABLE PipelineAttempts ADD COLUMN LeaseToken INTEGER NOT NULL DEFAULT 0;
 -- What servers look through for runs to take over.
 CREATE INDEX PipelineRuns_running ON PipelineRuns(RunID) WHERE Status = 'running';
 -- The stage runner's names of ExecutionLog rows: runs have one runner now, whose attempts
