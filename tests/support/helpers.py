@@ -14,6 +14,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -33,6 +34,16 @@ def started(target: str | Path, runner: Any) -> sbroker.Broker:
     b.install_executor(max_queue_readers=4, runner=runner)
     b.start()
     return b
+
+
+def poll_until(condition: Callable[[], object], timeout: float = DEADLINE) -> None:
+    """For what only polling can tell (Spark's job states): look every 50 ms, waiting on an
+    event in between; fails after ``timeout`` seconds."""
+    tick = threading.Event()
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        tick.wait(0.05)
 
 
 def make_pair(b: sbroker.Broker, *, poison_message_handling: bool = True) -> sbroker.Broker:

@@ -146,7 +146,8 @@ def test_a_timed_out_attempt_is_cancelled_and_counts_as_failed(
     rows = attempts_of(broker, state.run_id)["slow"]
     assert [r["status"] for r in rows] == ["failed", "failed"]  # recorded at the deadline
     end = time.monotonic() + 30  # and the executor was asked to stop each: it did
-    while sorted(r["Status"] for r in broker.view("ExecutionLog")) != ["cancelled"] * 2:
+    while sorted((r["Status"], r["Error"]) for r in broker.view("ExecutionLog")) != [
+            ("failed", "timed out after 0.1 s")] * 2:
         assert time.monotonic() < end, broker.view("ExecutionLog")
         threading.Event().wait(0.01)
 

@@ -51,7 +51,7 @@ from sbroker.apps.scheduler.client import (
     result_of,
     send_task,
 )
-from sbroker.apps.scheduler.executor import DIED, recover_dead_tasks
+from sbroker.apps.scheduler.executor import DIED, STOPPED, recover_dead_tasks
 from sbroker.apps.spark.tasks import TaskResult
 from sbroker.core import messages as m
 from sbroker.core.errors import BrokerError
@@ -356,8 +356,9 @@ class DurableRunner:
             task.attempts += 1
             values = {n: state.tasks[n].value for n in task.spec.inputs if n in state.tasks}
             sent = attempt_task(task.spec, values, context)
-            with self.listener.sending(state, task):
-                task.log_id = send_task(self.broker, tx, handle, sent, self.pipeline.name)
+            with self.listener.sending(state, task):  # the executor stops it at its timeout
+                task.log_id = send_task(self.broker, tx, handle, sent, self.pipeline.name,
+                                        timeout=task.spec.timeout)
             task.status, task.ended, task.next_attempt = TaskStatus.RUNNING, None, None
             task.deadline = None if task.spec.timeout is None else now + task.spec.timeout
             task.start_time = task.start_time or _iso(now)
@@ -433,7 +434,7 @@ class DurableRunner:
         end = (result.end_time or dt.datetime.now(dt.UTC)).isoformat()
         task.details = result.error_details
         return self._settle(task, result.status, result.error or result.status, end,
-                            value=result.value, died=result.error == DIED)
+                            value=result.value, died=result.error in (DIED, STOPPED))
 
     def _settle(self, task: TaskState, status: str, error: str, end: str, *,
                 value: Any = None, died: bool = False) -> TaskState:
@@ -448,7 +449,7 @@ class DurableRunner:
                 TaskStatus.SUCCEEDED, value, None, end)
         elif self._interrupting:
             task.status, task.error, task.end_time = TaskStatus.CANCELLED, error, end
-        elif died:
+        elif died:  # its executor died or stopped: it runs again, no retry spent
             task.status, task.error = TaskStatus.PENDING, error
         elif task.failures < task.spec.retry.retries:
             task.failures += 1
@@ -487,7 +488,7 @@ class DurableRunner:
             started = self._after_ended(tx, state, ended)
             self._fence(tx, state)
         for log_id in stopped:
-            cancel_task(self.broker, log_id)
+            cancel_task(self.broker, log_id, timed_out=True)
         self._ended(state, ended)
         self._started(state, started)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import sys
 import threading
 from typing import Any
 
@@ -16,7 +17,7 @@ from sbroker.apps.pipeline.leases import LeaseHeld, LeaseLost, forget_dead_sessi
 from sbroker.apps.pipeline.loading import load_definition
 from sbroker.apps.pipeline.model import Pipeline
 from sbroker.apps.pipeline.parser import PipelineError
-from sbroker.apps.pipeline.runner import DurableRunner, pipeline_import_path
+from sbroker.apps.pipeline.runner import DurableRunner
 from sbroker.apps.pipeline.runstate import RunState
 from sbroker.apps.pipeline.schedules import SCHEDULE_QUEUE, fire
 from sbroker.apps.pipeline.store import RunStore
@@ -29,6 +30,15 @@ log = logging.getLogger("sbroker.pipeline")
 POLL_SECONDS = 0.5  # a receive of the schedules' timers waits this long (stop is heard)
 TAKEOVER_SECONDS = 0.5  # how often the server looks for runs no live process drives
 JOIN_SECONDS = 30.0
+
+
+def _importable(pipeline: Pipeline) -> None:
+    """The pipeline's folder on ``sys.path`` for the server's life: its runs' tasks, run by
+    this server's readers whichever run they belong to, import their modules from it (a
+    folder taken off when one run ends could still be needed by another's)."""
+    folder = str(pipeline.base_dir)
+    if folder not in sys.path:
+        sys.path.append(folder)
 
 
 def load_run_pipeline(file: str, params: str | None) -> Pipeline:
@@ -126,8 +136,8 @@ class PipelineService:
         try:
             pipeline = load_run_pipeline(row["file"], row["params"])
             runner = DurableRunner(self.broker, pipeline, schedule=row["schedule"])
-            with pipeline_import_path(pipeline):
-                state = runner.resume(run_id, takeover=True)
+            _importable(pipeline)
+            state = runner.resume(run_id, takeover=True)
         except LeaseHeld:
             return None  # another server took it first
         except PipelineError as exc:
@@ -158,9 +168,9 @@ class PipelineService:
 
     def _drive(self, runner: DurableRunner, state: RunState) -> None:
         try:
-            with pipeline_import_path(runner.pipeline):
-                if self._wait_turn(runner, state):
-                    runner.drive(state, self._stop)
+            _importable(runner.pipeline)
+            if self._wait_turn(runner, state):
+                runner.drive(state, self._stop)
         except LeaseLost:
             log.warning("run %s: another process drives it now; letting it go", state.run_id)
         except Exception:
