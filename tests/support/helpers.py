@@ -14,6 +14,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +26,16 @@ from sbroker.storage.sqlite.connector import APPLICATION_ID, MIGRATIONS
 
 CHILD = Path(__file__).with_name("child.py")
 DEADLINE = 60.0  # seconds: generous, a loaded 2-core machine must never hit it
+
+
+def poll_until(condition: Callable[[], object], timeout: float = DEADLINE) -> None:
+    """For what only polling can tell (Spark's job states): look every 50 ms, waiting on an
+    event in between; fails after ``timeout`` seconds."""
+    tick = threading.Event()
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        tick.wait(0.05)
 
 
 def make_pair(b: sbroker.Broker, *, poison_message_handling: bool = True) -> sbroker.Broker:

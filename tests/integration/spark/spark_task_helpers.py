@@ -37,3 +37,16 @@ def needs_context(spark: Any) -> None:
     from pyspark.sql import functions as F
 
     F.col("x")
+
+
+LONG_QUERY = "SELECT count(*) FROM range(0, 50000000000, 1, 2)"
+released = threading.Event()  # set by the test that used long_job_then_block, at its end
+
+
+def long_job_then_block(spark: Any) -> None:
+    """Runs a Spark job that takes minutes, ignores its failure, then blocks until the test
+    ends: it does nothing to be stopped."""
+    try:
+        spark.sql(LONG_QUERY).collect()
+    except Exception:  # a cancelled job: carry on regardless
+        released.wait()

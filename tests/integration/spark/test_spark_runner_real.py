@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from support.helpers import poll_until
 
 from sbroker.apps.spark import (
     PythonTask,
@@ -113,15 +112,6 @@ def test_invalid_sql_and_failing_python_are_failed_with_one_line(runner: SparkRu
     assert runner.run("SELECT 1", log_id=109).value == {"rows": 1, "data": [[1]]}
 
 
-def _wait_for(condition: object, timeout: float = 60.0) -> None:
-    """Spark reports job state only through polling; wait on an event between looks."""
-    tick = threading.Event()
-    deadline = time.monotonic() + timeout
-    while not condition():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "condition not reached"
-        tick.wait(0.05)
-
-
 def test_a_long_job_cancelled_from_another_thread_is_recorded_cancelled(
         spark: SparkSession, runner: SparkRunner) -> None:
     with ThreadPoolExecutor(1) as pool:
@@ -131,7 +121,7 @@ def test_a_long_job_cancelled_from_another_thread_is_recorded_cancelled(
             progress = runner.progress(110)
             return progress is not None and progress.active_jobs > 0 and progress.tasks > 0
 
-        _wait_for(job_running)
+        poll_until(job_running)
         progress = runner.progress(110)
         assert isinstance(progress, SparkProgress) and progress.tasks == 2
         assert runner.cancel(110) is True
@@ -139,7 +129,7 @@ def test_a_long_job_cancelled_from_another_thread_is_recorded_cancelled(
     assert execution.status == "cancelled"
     assert execution.spark_job_ids
     tracker = spark.sparkContext.statusTracker()
-    _wait_for(lambda: all(tracker.getJobInfo(j).status == "FAILED"  # type: ignore[union-attr]
+    poll_until(lambda: all(tracker.getJobInfo(j).status == "FAILED"  # type: ignore[union-attr]
                           for j in execution.spark_job_ids))
     assert runner.progress(110) is None
 

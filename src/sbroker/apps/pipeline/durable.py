@@ -40,7 +40,7 @@ from sbroker.apps.scheduler.client import (
     result_of,
     send_task,
 )
-from sbroker.apps.scheduler.executor import DIED, recover_dead_tasks
+from sbroker.apps.scheduler.executor import DIED, STOPPED, recover_dead_tasks
 from sbroker.apps.spark.tasks import TaskResult
 from sbroker.apps.sql import read, statements
 from sbroker.core import messages as m
@@ -438,8 +438,8 @@ class DurableRunner:
                       else result.error or result.status)
         if self._interrupting:
             task.status, task.end_time = "cancelled", end
-        elif result.error == DIED:
-            task.status = "pending"  # its process died: run it again, no retry spent
+        elif result.error in (DIED, STOPPED):
+            task.status = "pending"  # its executor died or stopped: again, no retry spent
         elif task.failures < task.spec.retry.retries:
             task.failures += 1
             task.status = "retrying"

@@ -13,7 +13,8 @@ from collections import deque
 from types import TracebackType
 
 from sbroker.apps.scheduler import schema
-from sbroker.apps.scheduler.executor import recover_dead_tasks
+from sbroker.apps.scheduler.attempts import Stop
+from sbroker.apps.scheduler.executor import CANCEL, TIMED_OUT, recover_dead_tasks
 from sbroker.apps.scheduler.queries import read, sql
 from sbroker.apps.spark import (
     Runner,
@@ -99,14 +100,17 @@ class Scheduler:
         self.handle = None
 
     # -- ExecAsync ---------------------------------------------------------------------------
-    def exec_async(self, task: Task | str) -> int:
-        """Log the task in ExecutionLog and send it to the executor; returns its log id."""
+    def exec_async(self, task: Task | str, *, timeout: float | None = None) -> int:
+        """Log the task in ExecutionLog and send it to the executor; returns its log id.
+        ``timeout``: seconds the task may run once started; then it is stopped and reported
+        failed ("timed out after N s") whether or not its code returns."""
         handle = self._need_handle()
         task = as_task(task)
+        check_timeout(timeout)
         while self.max_concurrency is not None and len(self._in_flight) >= self.max_concurrency:
             self._buffer.extend(self._receive_done(None))  # the seed's semaphore
         with self.broker.transaction() as tx:
-            log_id = send_task(self.broker, tx, handle, task, self.name)
+            log_id = send_task(self.broker, tx, handle, task, self.name, timeout=timeout)
         self._in_flight.add(log_id)
         self._sent[log_id] = len(self._sent)
         return log_id
@@ -211,7 +215,8 @@ class Scheduler:
 
     # -- cancel and monitoring -----------------------------------------------------------------
     def cancel(self, log_id: int) -> None:
-        """Cancel a queued or running task; its result comes back as ``cancelled``."""
+        """Cancel a queued or running task; its result comes back as ``cancelled`` (for a
+        running one within about a second, whether or not its code returns)."""
         cancel_task(self.broker, log_id)
 
     def started_at(self, log_id: int) -> dt.datetime | None:
@@ -232,17 +237,32 @@ class Scheduler:
         return self.handle
 
 
-def send_task(broker: BrokerAPI, tx: Transaction, handle: str, task: Task | str, pool: str) -> int:
+def check_timeout(timeout: float | None) -> None:
+    """``InvalidArgumentError`` unless ``timeout`` is None or a number of seconds > 0."""
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(
+            timeout, int | float) or not timeout > 0):
+        raise InvalidArgumentError(f"timeout must be a number of seconds > 0 or None, not"
+                                   f" {timeout!r}")
+
+
+def send_task(broker: BrokerAPI, tx: Transaction, handle: str, task: Task | str, pool: str,
+              *, timeout: float | None = None) -> int:
     """ExecAsync inside the caller's transaction ``tx``: an ExecutionLog row for ``task`` and
     its AsyncSent on the scheduler dialog ``handle``; returns the log id.  A caller that
-    records more in the same transaction (a pipeline run's attempt) gets it all or nothing."""
+    records more in the same transaction (a pipeline run's attempt) gets it all or nothing.
+    ``timeout``: the executor stops the task that many seconds after it started and reports
+    it failed ("timed out after N s")."""
+    check_timeout(timeout)
     body = task_to_dict(as_task(task))
     log_id = int(tx.execute(
         sql(broker).log_task,
         (f"{os.getpid()}:{threading.current_thread().name}", handle, json.dumps(body),
          dt.datetime.now(dt.UTC).isoformat(), pool),
     ).fetchone()[0])
-    tx.send(handle, schema.ASYNC_SENT, json.dumps({"log_id": log_id, "task": body, "pool": pool}))
+    sent: dict[str, object] = {"log_id": log_id, "task": body, "pool": pool}
+    if timeout is not None:
+        sent["timeout"] = timeout
+    tx.send(handle, schema.ASYNC_SENT, json.dumps(sent))
     return log_id
 
 
@@ -270,19 +290,23 @@ def result_of(msg: m.Message) -> TaskResult:
                       data.get("value"), data.get("error_details"))
 
 
-def cancel_task(broker: BrokerAPI, log_id: int) -> bool:
-    """Cancel a queued or running task from any process (an administrator, the dashboard):
-    a queued task is cancelled at once and never starts, a running one's executor cancels it
-    within a fraction of a second (it watches ``CancelRequested``).  False when the task is
-    not queued or running."""
+def cancel_task(broker: BrokerAPI, log_id: int, *, timed_out: bool = False) -> bool:
+    """Cancel a queued or running task from any process (an administrator, the dashboard, a
+    pipeline's driver): a queued task is cancelled at once and never starts; a running one
+    is stopped by its executor (it watches ``CancelRequested``: at once in this process,
+    within 0.2 s in another), its Spark jobs cancelled, and its AsyncDone sent within
+    ``GRACE`` seconds more whether or not its code returns.  ``timed_out``: the caller stops
+    it for its deadline; it is reported ``failed`` ("timed out"), not ``cancelled``.  False
+    when the task is not queued or running."""
     q = sql(broker)
     state = broker.executor_state(create=False)
     if state is not None:  # first: once the request is in the log, this process knows it
-        state.runner.cancel(log_id)
+        state.request_stop(log_id, Stop.TIMED_OUT if timed_out else Stop.CANCELLED)
     with broker.transaction() as tx:
         marked = tx.execute(q.cancel_queued, (dt.datetime.now(dt.UTC).isoformat(), log_id)
                             ).rowcount
-        marked += tx.execute(q.request_cancel, (log_id,)).rowcount
+        marked += tx.execute(q.request_cancel, (TIMED_OUT if timed_out else CANCEL, log_id)
+                             ).rowcount
     return bool(marked)
 
 

@@ -2,11 +2,12 @@
 
 Each reader takes one AsyncSent message and marks its ExecutionLog row running in one
 transaction (so the message is consumed exactly when the row says who runs it), runs the task
-outside any transaction, then records the outcome and sends AsyncDone in the transaction that
-takes its next task (alone when no task waits).  Readers pick the scheduler (conversation
-group) with the fewest tasks running here, then the one served least recently, then the
-oldest waiting message: a scheduler with a thousand queued tasks does not starve one with
-three.
+outside any transaction on an attempt thread it can walk away from (``attempts``: a cancel,
+a timeout or the broker's stop ends the attempt whether or not its code returns), then
+records the outcome and sends AsyncDone in the transaction that takes its next task (alone
+when no task waits).  Readers pick the scheduler (conversation group) with the fewest tasks
+running here, then the one served least recently, then the oldest waiting message: a
+scheduler with a thousand queued tasks does not starve one with three.
 """
 
 from __future__ import annotations
@@ -19,17 +20,29 @@ import os
 import socket
 import threading
 import traceback
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from sbroker.apps.scheduler import schema
+from sbroker.apps.scheduler.attempts import (
+    GRACE,
+    STOP_DRAIN,
+    Attempt,
+    Reader,
+    Stop,
+    code_traceback,
+)
 from sbroker.apps.scheduler.queries import read, sql
 from sbroker.apps.spark import (
+    Execution,
+    PythonTask,
     Runner,
     Task,
+    TaskStatus,
     execute,
+    one_line_error,
     spark_ids_json,
     task_from_dict,
     task_to_json,
@@ -47,6 +60,10 @@ log = logging.getLogger("sbroker.executor")
 IDLE_SECONDS = 30.0
 CANCEL_POLL_SECONDS = 0.2
 DIED = "the executor process died while running the task"
+STOPPED = "the executor stopped while running the task"
+#: ExecutionLog.CancelRequested: 1 asks for a cancel, 2 says the attempt timed out
+CANCEL, TIMED_OUT = 1, 2
+_EARLY_STOPS = 10_000  # stops asked for tasks not running here (yet) that are remembered
 MAX_DETAILS = 64 * 1024  # characters of a failed task's traceback kept in ExecutionLog
 
 
@@ -68,10 +85,50 @@ class ExecutorState:
     watcher: threading.Thread | None = None
     readers: int = 0  # threads of this process inside serve() now: the tasks have a reader
     stopping: threading.Event = field(default_factory=threading.Event)  # ends the watcher
+    attempts: dict[int, Attempt[Execution]] = field(default_factory=dict)  # running here
+    early_stops: OrderedDict[int, Stop] = field(default_factory=OrderedDict)  # not yet here
+    abandoned: dict[int, Attempt[Execution]] = field(default_factory=dict)
+    grace: float = GRACE  # seconds a stopped attempt gets to end before it is abandoned
+    stop_drain: float = STOP_DRAIN  # seconds a running attempt gets when the broker stops
 
     def count_reader(self, delta: int) -> None:
         with self.lock:
             self.readers += delta
+
+    def request_stop(self, log_id: int, why: Stop) -> bool:
+        """Stop the attempt of ``log_id`` if it runs here (True), else remember the request
+        for when it starts here."""
+        with self.lock:
+            attempt = self.attempts.get(log_id)
+            if attempt is None:
+                self.early_stops[log_id] = why
+                while len(self.early_stops) > _EARLY_STOPS:
+                    self.early_stops.popitem(last=False)
+                return False
+        return attempt.stop(why)
+
+    def track(self, attempt: Attempt[Execution]) -> None:
+        """An attempt starts here: cancel requests find it from now on."""
+        with self.lock:
+            self.attempts[attempt.log_id] = attempt
+            early = self.early_stops.pop(attempt.log_id, None)
+        if early is not None:
+            attempt.stop(early)
+
+    def untrack(self, attempt: Attempt[Execution]) -> None:
+        """The attempt's outcome is decided; an abandoned one is kept in ``abandoned``
+        until its code returns."""
+        with self.lock:
+            self.attempts.pop(attempt.log_id, None)
+            if attempt.abandoned:
+                self.abandoned[attempt.log_id] = attempt
+
+    def stuck(self) -> list[int]:
+        """Log ids of the attempts abandoned here whose code still runs."""
+        with self.lock:
+            for log_id in [i for i, a in self.abandoned.items() if a.done]:
+                del self.abandoned[log_id]
+            return sorted(self.abandoned)
 
     def close(self) -> None:
         """Stop and join the cancel watcher (the broker closes its executor state)."""
@@ -132,6 +189,7 @@ def serve(broker: BrokerAPI, state: ExecutorState, worker: str, *, wait: float,
     """
     outcome: Outcome | None = None
     handled = 0
+    reader: Reader[Execution] = Reader(worker, grace=state.grace, drain=state.stop_drain)
     state.count_reader(+1)
     try:
         while stopping is None or not stopping.is_set():
@@ -146,8 +204,9 @@ def serve(broker: BrokerAPI, state: ExecutorState, worker: str, *, wait: float,
             if payload is not None:
                 if on_task is not None:
                     on_task()  # more tasks may wait: another reader now, not after the ramp
-                outcome = _run(broker, state, msg, payload)
+                outcome = _run(broker, state, reader, msg, payload, stopping)
     finally:
+        reader.close()
         state.count_reader(-1)
         if outcome is not None:
             with broker.transaction() as tx:
@@ -162,7 +221,11 @@ def serve_one(broker: BrokerAPI, state: ExecutorState, worker: str, *, wait: flo
         return False
     msg, payload = got
     if payload is not None:
-        outcome = _run(broker, state, msg, payload)
+        reader: Reader[Execution] = Reader(worker, grace=state.grace, drain=state.stop_drain)
+        try:
+            outcome = _run(broker, state, reader, msg, payload, None)
+        finally:
+            reader.close()
         with broker.transaction() as tx:
             _finish(broker, tx, outcome)
     return True
@@ -240,31 +303,25 @@ def _started(broker: BrokerAPI, tx: Transaction, worker: str,
     return msg, None
 
 
-def _run(broker: BrokerAPI, state: ExecutorState, msg: m.Message,
-         payload: dict[str, Any]) -> Outcome:
+def _run(broker: BrokerAPI, state: ExecutorState, reader: Reader[Execution], msg: m.Message,
+         payload: dict[str, Any], stopping: threading.Event | None) -> Outcome:
     """Run the task outside any transaction; never raises for the task's own failure."""
     log_id = int(payload["log_id"])
     group = msg.conversation_group_id
     _ensure_watcher(broker, state)
     span = None if tracing.TRACER is None else tracing.start_task(
         tracing.TRACER, msg.trace_context, log_id, payload.get("task"))
+    start = dt.datetime.now(dt.UTC)
     try:
         task: Task = task_from_dict(payload["task"])
-        if span is None:
-            execution = execute(state.runner, task, log_id=log_id, pool=payload.get("pool"))
-        else:
-            with tracing.current(span):  # what the task does is traced under it
-                execution = execute(state.runner, task, log_id=log_id, pool=payload.get("pool"))
-        status, error, value = execution.status, execution.error, execution.value
-        details = execution.details
-        job_ids = list(execution.spark_job_ids)
-        operation_ids = tuple(execution.operation_ids)
-        start, end = execution.start_time.isoformat(), execution.end_time.isoformat()
+        timeout = _timeout(payload.get("timeout"))
     except Exception as exc:  # a broken message must still produce its AsyncDone
         log.exception("task %s could not run", log_id)
-        status, error, value, job_ids, start, end = (
-            "failed", f"{type(exc).__name__}: {exc}", None, [], _now(), _now())
-        details, operation_ids = traceback.format_exc(), ()
+        execution = Execution(log_id, "failed", start, start, error=f"{type(exc).__name__}: {exc}",
+                              details=traceback.format_exc())
+    else:
+        execution = _attempt(state, reader, stopping, log_id, task, timeout,
+                             payload.get("pool"), span)
     finally:
         with state.lock:
             state.running[group] -= 1
@@ -272,9 +329,74 @@ def _run(broker: BrokerAPI, state: ExecutorState, msg: m.Message,
                 del state.running[group]
             state.running_logs.pop(log_id, None)
     if span is not None:  # with an event per Spark job it started (SPEC §15)
-        tracing.end_task(span, status, error, job_ids, operation_ids)
-    return Outcome(msg.conversation_handle, log_id, status, value, error, job_ids, (start, end),
-                   details, operation_ids)
+        tracing.end_task(span, execution.status, execution.error, execution.spark_job_ids,
+                         execution.operation_ids)
+    return Outcome(msg.conversation_handle, log_id, execution.status, execution.value,
+                   execution.error, list(execution.spark_job_ids),
+                   (execution.start_time.isoformat(), execution.end_time.isoformat()),
+                   execution.details, tuple(execution.operation_ids))
+
+
+def _timeout(value: Any) -> float | None:
+    """The task's timeout in seconds (``exec_async(..., timeout=)``), None when it has none."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ValueError(f"a task's timeout must be a number of seconds > 0, not {value!r}")
+    return float(value)
+
+
+def _attempt(state: ExecutorState, reader: Reader[Execution], stopping: threading.Event | None,
+             log_id: int, task: Task, timeout: float | None, pool: str | None,
+             span: Any) -> Execution:
+    """Run the task as an attempt this reader can stop, and judge its outcome: a stopped
+    attempt is cancelled or failed whatever its code did or does later."""
+    def work() -> Execution:
+        if span is None:
+            return execute(state.runner, task, log_id=log_id, pool=pool)
+        with tracing.current(span):  # what the task does is traced under it
+            return execute(state.runner, task, log_id=log_id, pool=pool)
+
+    attempt = Attempt(log_id, work, interruptible=isinstance(task, PythonTask), timeout=timeout)
+    start = dt.datetime.now(dt.UTC)
+    state.track(attempt)
+    try:
+        reader.run(attempt, stopping=stopping, stop_jobs=state.runner.cancel)
+    finally:
+        state.untrack(attempt)
+    return _judged(attempt, start, state.grace)
+
+
+def _judged(attempt: Attempt[Execution], start: dt.datetime, grace: float) -> Execution:
+    """The Execution an attempt ends with (see ``_attempt``)."""
+    done, log_id, end = attempt.result, attempt.log_id, dt.datetime.now(dt.UTC)
+    if attempt.why is None:
+        if done is not None:
+            return done
+        exc = attempt.raised or RuntimeError("the attempt ended without an outcome")
+        return Execution(log_id, "failed", start, end, error=one_line_error(exc),
+                         details=code_traceback(exc))
+    status: TaskStatus = "cancelled" if attempt.why is Stop.CANCELLED else "failed"
+    if attempt.why is Stop.CANCELLED:
+        error = "cancelled"
+    elif attempt.why is Stop.TIMED_OUT:
+        error = ("timed out" if attempt.timeout is None
+                 else f"timed out after {attempt.timeout:g} s")
+    else:
+        error = STOPPED
+    details = None
+    if attempt.abandoned:
+        error += (f" (its code did not return within {grace:g} s of the stop: its thread"
+                  " was left behind and what it returns is dropped)")
+        details = attempt.where
+        log.warning("task %s: %s", log_id, error)
+    elif attempt.raised is not None:
+        details = code_traceback(attempt.raised)  # where its code was when stopped
+    elif done is not None:
+        details = done.details
+    return Execution(log_id, status, start, end, error=error,
+                     spark_job_ids=list(done.spark_job_ids) if done else [], details=details,
+                     operation_ids=list(done.operation_ids) if done else [])
 
 
 def _finish(broker: BrokerAPI, tx: Transaction, outcome: Outcome) -> None:
@@ -299,7 +421,7 @@ def _finish(broker: BrokerAPI, tx: Transaction, outcome: Outcome) -> None:
 
 
 def _ensure_watcher(broker: BrokerAPI, state: ExecutorState) -> None:
-    """A thread that passes cancel requests made by other processes to the runner."""
+    """A thread that passes cancel requests made by other processes to the attempts."""
     with state.lock:
         if state.watcher is not None and state.watcher.is_alive():
             return
@@ -319,10 +441,11 @@ def _watch_cancels(broker: BrokerAPI, state: ExecutorState) -> None:
             rows = read(broker, sql(broker).cancel_requested, (json.dumps(running),))
         except Exception:  # the broker is closing
             return
-        for (log_id,) in rows:
+        for log_id, code in rows:
             if log_id not in done:
                 done.add(log_id)
-                state.runner.cancel(log_id)
+                state.request_stop(log_id, Stop.TIMED_OUT if code == TIMED_OUT
+                                   else Stop.CANCELLED)
         state.stopping.wait(CANCEL_POLL_SECONDS)
 
 

@@ -25,7 +25,8 @@ UPDATE ExecutionLog SET Status = 'cancelled', EndTime = %s,
 WHERE LogID = %s AND Status = 'queued'
 
 -- name: request_cancel
-UPDATE ExecutionLog SET CancelRequested = 1
+-- Params: why (1: cancel, 2: timed out), log id.
+UPDATE ExecutionLog SET CancelRequested = %s
 WHERE LogID = %s AND Status = 'running' AND CancelRequested = 0
 
 -- name: queued_among
@@ -53,9 +54,9 @@ UPDATE ExecutionLog SET Status = %s, EndTime = %s, Error = %s, ErrorDetails = %s
 WHERE LogID = %s
 
 -- name: cancel_requested
--- Which of the log ids (a JSON array) were asked to cancel.
-SELECT LogID FROM ExecutionLog
-WHERE CancelRequested = 1
+-- Which of the log ids (a JSON array) were asked to stop, and why (1: cancel, 2: timed out).
+SELECT LogID, CancelRequested FROM ExecutionLog
+WHERE CancelRequested > 0
     AND LogID IN (SELECT value::bigint FROM json_array_elements_text(%s::json))
 
 -- name: running_tasks

@@ -25,8 +25,9 @@ UPDATE ExecutionLog SET Status = 'cancelled', EndTime = ?, Error = 'cancelled be
 WHERE LogID = ? AND Status = 'queued'
 
 -- name: request_cancel
--- A running task: its executor watches CancelRequested and cancels its Spark jobs.
-UPDATE ExecutionLog SET CancelRequested = 1
+-- A running task: its executor watches CancelRequested and stops it. Params: why (1: cancel,
+-- 2: timed out), log id.
+UPDATE ExecutionLog SET CancelRequested = ?
 WHERE LogID = ? AND Status = 'running' AND CancelRequested = 0
 
 -- name: queued_among
@@ -54,9 +55,9 @@ UPDATE ExecutionLog SET Status = ?, EndTime = ?, Error = ?, ErrorDetails = ?, Sp
 WHERE LogID = ?
 
 -- name: cancel_requested
--- Which of the log ids (a JSON array) were asked to cancel.
-SELECT LogID FROM ExecutionLog
-WHERE CancelRequested = 1 AND LogID IN (SELECT value FROM json_each(?))
+-- Which of the log ids (a JSON array) were asked to stop, and why (1: cancel, 2: timed out).
+SELECT LogID, CancelRequested FROM ExecutionLog
+WHERE CancelRequested > 0 AND LogID IN (SELECT value FROM json_each(?))
 
 -- name: running_tasks
 SELECT LogID, TargetHandle, WorkerSession FROM ExecutionLog WHERE Status = 'running'
