@@ -128,7 +128,7 @@ def test_between_watchers_the_poller_stays_a_while_looking_slowly_and_telling_no
         live.version = 2
         assert stepper.step() == POLL_SECONDS  # a change, told
         assert told == [2]
-    thread = feed._thread
+    thread = feed._worker
     assert stepper.step() == POLL_MAX_SECONDS  # nobody watches: it looks every 16 ms
     live.version = 3
     assert stepper.step() == POLL_MAX_SECONDS
@@ -139,13 +139,13 @@ def test_between_watchers_the_poller_stays_a_while_looking_slowly_and_telling_no
         live.version = 4
         assert stepper.step() == POLL_SECONDS
         assert told == [2, 4]
-    assert feed._thread is thread and connects == [1]
+    assert feed._worker is thread and connects == [1]
     assert stepper.step() == POLL_MAX_SECONDS
     clock[0] += LINGER_SECONDS
     stepper.go.put(None)  # nobody came back for LINGER_SECONDS: it ends
     assert thread is not None
     thread.join(10)
-    assert not thread.is_alive() and feed._thread is None
+    assert not thread.is_alive() and feed._worker is None
     feed.close()
 
 

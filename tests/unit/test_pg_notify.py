@@ -72,7 +72,7 @@ def test_both_kinds_of_commit_are_told_and_a_lone_broker_tells_nobody() -> None:
 
 def test_a_receive_only_commit_sets_one_deadline_that_later_ones_share() -> None:
     feed, _ = _feed()
-    feed._thread = threading.current_thread()  # no sender thread: look at the state only
+    feed._worker = threading.current_thread()  # no sender thread: look at the state only
     feed.committed(quiet=True)
     first = feed._quiet_at
     assert first is not None and not feed._urgent
@@ -98,7 +98,7 @@ def test_the_sender_is_woken_only_when_its_deadline_moves() -> None:
     # Every reader commit calls committed(quiet=True): waking the sender each time cost a
     # thread switch per message in each process of a multi-host drain.
     feed, _ = _feed()
-    feed._thread = threading.current_thread()  # no sender thread: look at the state only
+    feed._worker = threading.current_thread()  # no sender thread: look at the state only
     due = feed._due = _CountingCondition(feed._lock)
     feed.committed(quiet=True)
     assert due.wakes == 1  # a deadline now exists

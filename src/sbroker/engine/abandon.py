@@ -58,7 +58,7 @@ class Abandoned:
     def __init__(self, engine: Undoer) -> None:
         self._engine = weakref.ref(engine)
         self._queue: queue.SimpleQueue[Leftovers | None] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
+        self._worker: threading.Thread | None = None
         self._lock = threading.Lock()
 
     def watch(self, tx: object, storage: TxStorage, queues: set[int]) -> Leftovers:
@@ -70,10 +70,10 @@ class Abandoned:
 
     def _collected(self, left: Leftovers) -> None:
         with self._lock:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, daemon=True,
+            if self._worker is None:
+                self._worker = threading.Thread(target=self._run, daemon=True,
                                                 name="sbroker-abandoned-transactions")
-                self._thread.start()
+                self._worker.start()
         self._queue.put(left)
 
     def _run(self) -> None:
@@ -89,7 +89,7 @@ class Abandoned:
     def close(self) -> None:
         """Stop the thread (what it has not rolled back yet dies with the session)."""
         with self._lock:
-            thread, self._thread = self._thread, None
+            thread, self._worker = self._worker, None
         if thread is not None:
             self._queue.put(None)
             threads.join(thread, 10)

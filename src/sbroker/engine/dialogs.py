@@ -210,15 +210,14 @@ def send_user_message(ctx: Context, handle: str, mtype: str, body: bytes) -> Non
         save_state(ctx, ep)
     sending.last_peer = None
     _route(ctx, ep, msn, mtype, body, prefetched=prefetched)
-    last = sending.last_peer
-    if last is not None and last.state == _CO:
+    last = sending.delivered_to()
+    if last is not None and last.state == _CO and last.conv_order is not None:
         queue = ctx.catalog.queues_by_id.get(ep.queue_id)
         if queue is not None and not queue.retention and ep.conv_order is not None:
             sending.fast[handle] = Fast(ep.send_seq, ep.send_seq, ep.conv_order, (
                 last.queue_id, last.group_id, last.handle, last.conv_order, last.priority,
                 last.service, last.contract))
-            if last.conv_order is not None:
-                sending.learn(handle, last.conv_order, last.queue_id)
+            sending.learn(handle, last.conv_order, last.queue_id)
 
 def _sender(ctx: Context, handle: str) -> tuple[Endpoint, tuple[bool, Endpoint | None]]:
     """The sending endpoint as it is now (SEND must still be allowed), and what its row

@@ -46,13 +46,23 @@ class Endpoint:
     created_at: float
     encryption: bool = True
 
+    def as_row(self) -> tuple[object, ...]:
+        """The fields in order, as :func:`from_row` and ``Endpoint(*row)`` take them."""
+        return (self.conv_order, self.handle, self.conversation_id, self.is_initiator,
+                self.group_id, self.queue_id, self.service, self.far_service,
+                self.far_broker_instance, self.contract, self.state, self.priority,
+                self.send_seq, self.receive_seq, self.lifetime_expires, self.timer_at,
+                self.created_at, self.encryption)
+
 def from_row(row: tuple[object, ...] | None) -> Endpoint | None:
+    """An endpoint from a row of its 18 columns; the two flags become bool before the
+    endpoint is built (SQLite gives 0/1; compiled, the class checks its fields' types)."""
     if row is None:
         return None
-    ep = Endpoint(*row)  # type: ignore[arg-type]
-    ep.is_initiator = bool(ep.is_initiator)
-    ep.encryption = bool(ep.encryption)
-    return ep
+    fields: list[Any] = list(row)  # the columns of endpoint_by_handle, in the fields' order
+    fields[3] = bool(fields[3])
+    fields[17] = bool(fields[17])
+    return Endpoint(*fields)
 
 def load_endpoint(conn: Connection, handle: str) -> Endpoint | None:
     return from_row(conn.query_one(conn.sql.endpoint_by_handle, (handle,)))
@@ -95,6 +105,11 @@ class Sending:
     seqs: dict[str, tuple[int, int | None]] = field(default_factory=dict)  # (seq, rowid)
     last_peer: Endpoint | None = None
     learn: Callable[[str, int, int], None] = _no_peer
+
+    def delivered_to(self) -> Endpoint | None:
+        """The peer the last delivery went to (a method, so that a checker that saw
+        ``last_peer`` set to None before the delivery does not take it for None after)."""
+        return self.last_peer
 
 
 @dataclass

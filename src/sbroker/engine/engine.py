@@ -102,7 +102,7 @@ class Engine:
         cache = self.endpoint_cache
         if len(cache) >= ENDPOINT_CACHE_SIZE:
             cache.pop(next(iter(cache)))
-        cache[ep.handle] = tuple(ep.__dict__.values())  # rebuilt with Endpoint(*row)
+        cache[ep.handle] = ep.as_row()  # rebuilt with Endpoint(*row)
 
     def forget_endpoints(self, handles: Iterable[str]) -> None:
         for handle in handles:

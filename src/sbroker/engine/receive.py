@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from sbroker.core import messages as m
 from sbroker.core import tracing
@@ -22,6 +22,8 @@ from sbroker.engine.abandon import Leftovers
 from sbroker.engine.endpoints import Endpoint
 from sbroker.engine.host import Host
 from sbroker.storage.ports import TxStorage
+
+T = TypeVar("T")
 
 
 def normalize_handle(handle: object) -> str:
@@ -58,12 +60,22 @@ class Receiving:
     _received_queues: set[int]
     _left: Leftovers | None
 
-    # the transaction's own, used here
-    _check_active: Callable[[], None]
-    _watch: Callable[[], None]
-    _cat: Callable[..., Catalog]
-    _lookup: Callable[[Callable[[Catalog], Any]], Any]
-    _endpoint: Callable[..., Endpoint]
+    # the transaction's own, used here: methods (not attributes of a Callable type), so that
+    # a compiled Receiving finds the subclass's
+    def _check_active(self) -> None:
+        raise NotImplementedError
+
+    def _watch(self) -> None:
+        raise NotImplementedError
+
+    def _cat(self, refresh: bool = False, *, again: bool = False) -> Catalog:
+        raise NotImplementedError
+
+    def _lookup(self, fn: Callable[[Catalog], T]) -> T:
+        raise NotImplementedError
+
+    def _endpoint(self, handle: object, *, fresh: bool = False) -> Endpoint:
+        raise NotImplementedError
 
     def receive(self, queue: str, *, top: int | None = None,
                 conversation_handle: object = None, conversation_group_id: object = None,

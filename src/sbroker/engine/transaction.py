@@ -32,7 +32,7 @@ from sbroker.core.errors import (
     TransactionStateError,
 )
 from sbroker.core.priority import match_priority
-from sbroker.engine import dialogs
+from sbroker.engine import dialogs, stopping
 from sbroker.engine.abandon import Leftovers
 from sbroker.engine.commit import Commit
 from sbroker.engine.endpoints import Context, Endpoint, load_endpoint
@@ -432,7 +432,9 @@ class Transaction(Receiving):
         disabled: list[int] = []
         released = set(self._storage.locks.values())
         try:
-            queues = self._received_queues
+            # A procedure stopped with its broker rolls back because of the stop, not of a
+            # message: that rollback does not count towards disabling the queue (poison).
+            queues = set() if stopping.requested() else self._received_queues
             count = (lambda conn: self._engine.count_rollbacks(conn, queues)) if queues else None
             disabled = self._storage.rollback(count) or []
         finally:

@@ -268,6 +268,30 @@ def test_stop_asks_procedures_to_return_and_waits_a_bounded_time(
     assert svc.wait_for(lambda: svc.running_tasks() == 0, WAIT)
 
 
+def test_rollbacks_of_procedures_stopped_with_their_broker_never_disable_the_queue(
+        broker: Broker, clock: FakeClock, send: Callable[..., None]) -> None:
+    holding = threading.Semaphore(0)
+
+    def interrupted(ctx: ActivationContext) -> None:  # holds a message until the stop
+        with ctx.broker.transaction() as tx:
+            if tx.receive(ctx.queue, top=1):
+                holding.release()
+                ctx.stopping.wait(WAIT)
+                raise RuntimeError("the broker is stopping")
+
+    target(broker, interrupted)
+    send(broker, 1)
+    for _ in range(6):  # one more than poison detection's five rollbacks
+        broker.start()
+        clock.advance(5)  # a backlog with no reader: activated after an interval
+        assert holding.acquire(timeout=WAIT)
+        broker.stop()
+    [queue] = [q for q in broker.view("service_queues") if q["name"] == "TQ"]
+    assert queue["is_receive_enabled"]
+    with broker.transaction() as tx:
+        assert [m.text() for m in tx.receive("TQ")] == ["m0"]
+
+
 def test_an_import_path_is_resolved_when_the_procedure_is_activated(
         broker: Broker, send: Callable[..., None], tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:

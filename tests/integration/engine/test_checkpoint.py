@@ -80,10 +80,10 @@ def test_the_thread_ends_when_idle_and_on_close(tmp_path: Path) -> None:
     idle = Checkpointer(connect, min_interval=0.0, idle_exit=0.01)
     idle.committed()
     assert idle.wait_checkpointed(timeout=30)
-    thread = idle._thread
+    thread = idle._worker
     if thread is not None:
         thread.join(30)
-    assert idle._thread is None and idle.runs == 1
+    assert idle._worker is None and idle.runs == 1
     idle.committed()  # starts again on the next commit
     assert idle.wait_checkpointed(timeout=30) and idle.runs == 2
     idle.close()
@@ -93,9 +93,9 @@ def test_the_thread_ends_when_idle_and_on_close(tmp_path: Path) -> None:
     closing = Checkpointer(connect, min_interval=0.0, idle_exit=60.0)
     closing.committed()
     assert closing.wait_checkpointed(timeout=30)
-    running = closing._thread
+    running = closing._worker
     closing.close()
     assert running is not None and not running.is_alive()
     closing.committed()  # after close: nothing starts
-    assert closing._thread is None
+    assert closing._worker is None
     conn.close()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from sbroker.apps.tsql.errors import TSqlSyntaxError
-from sbroker.apps.tsql.translate import translate, without_hints
+from sbroker.apps.tsql.translate import Names, translate, without_hints
 
 VIEWS = (("service_queues", "SELECT name AS object_id, name FROM service_queues"),)
 
@@ -48,12 +48,13 @@ def test_plus_of_text_columns_concatenates_once_their_types_are_known() -> None:
 
 def test_sys_views_table_variables_and_names_sbroker_uses() -> None:
     done = translate("select object_id from sys.service_queues q join @t t on t.n = q.name"
-                     " join ExecutionLog e on e.x = 1", "sqlite", (("t", "tsql_tv_1"),), VIEWS)
+                     " join ExecutionLog e on e.x = 1", "sqlite",
+                     Names((("t", "tsql_tv_1"),), VIEWS))
     assert done.sql == (
         "SELECT object_id FROM (SELECT name AS object_id, name FROM service_queues) AS q"
         " JOIN tsql_tv_1 AS t ON t.n = q.name JOIN tsql_ExecutionLog AS e ON e.x = 1")
     with pytest.raises(TSqlSyntaxError, match="sys.objects is not a view sbroker has"):
-        translate("select * from sys.objects", "sqlite", (), VIEWS)
+        translate("select * from sys.objects", "sqlite", Names(sys_views=VIEWS))
 
 
 @pytest.mark.parametrize(("dialect", "expected"), [

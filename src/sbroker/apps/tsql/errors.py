@@ -18,6 +18,7 @@ UNKNOWN_FUNCTION = 195        # '...' is not a recognized built-in function name
 MISSING_PARAMETER = 201       # Procedure ... expects parameter ..., which was not supplied
 INVALID_COLUMN = 207          # Invalid column name
 INVALID_OBJECT = 208          # Invalid object name
+QUEUE_NOT_UPDATABLE = 416     # The service queue ... cannot be directly updated
 CONVERSION_FAILED = 245       # Conversion failed when converting ...
 NULL_NOT_ALLOWED = 515        # Cannot insert the value NULL into column ...
 UNDECLARED_TABLE = 1087       # Must declare the table variable

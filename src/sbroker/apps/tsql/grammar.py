@@ -24,6 +24,8 @@ BLOCK_WORDS = ("ELSE", "END")
 SET_OPS = ("=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=")
 SELECT_CLAUSES = ("FROM", "WHERE", "GROUP", "HAVING", "ORDER", "INTO", "UNION", "EXCEPT",
                   "INTERSECT", "FOR", "OPTION")
+#: What DROP ... IF EXISTS drops in plain SQL.
+DROPPED = ("TABLE", "VIEW", "INDEX")
 #: The statements a common table expression (``WITH x AS (...)``) may precede.
 CTE_STATEMENTS = ("SELECT", "INSERT", "UPDATE", "DELETE", "MERGE")
 
@@ -53,8 +55,8 @@ class _Scan:
         elif word in ("UPDATE", "DELETE", "INSERT"):
             taken = ((self.verb == "MERGE" and prev.is_word("THEN"))
                      or (word != "INSERT" and prev.is_word("ON")))
-        elif word == "IF":
-            taken = self.verb == "DROP" and nxt.is_word("EXISTS")
+        elif word == "IF":  # DROP TABLE IF EXISTS
+            taken = self.verb == "DROP" and prev.is_word(*DROPPED) and nxt.is_word("EXISTS")
         else:
             taken = word == "FETCH" and prev.is_word("ROWS", "ROW")  # OFFSET n ROWS FETCH
         if taken:

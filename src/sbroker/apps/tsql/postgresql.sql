@@ -76,3 +76,15 @@ SELECT COALESCE(CAST(options AS JSON) ->> 'name', 'ServiceBrokerEndpoint') AS na
            AS is_dynamic_port,
        CAST(options AS JSON) ->> 'host' AS ip_address
 FROM sb_net_endpoint
+
+-- name: queue_rows
+-- A queue's messages with SQL Server's queue columns (SELECT ... FROM a queue, docs/tsql.md
+-- "Querying a queue"): read, never received or locked. :queue_id is bound to the queue's id.
+SELECT m.status, m.priority, m.queuing_order, m.group_id AS conversation_group_id,
+       m.handle AS conversation_handle, m.msn AS message_sequence_number,
+       m.service AS service_name, NULL AS service_id, m.contract AS service_contract_name,
+       NULL AS service_contract_id, m.message_type AS message_type_name,
+       NULL AS message_type_id, m.validation, m.body AS message_body,
+       to_timestamp(m.enqueued_at) AT TIME ZONE 'UTC' AS message_enqueue_time
+FROM sb_messages AS m
+WHERE m.queue_id = :queue_id

@@ -26,6 +26,10 @@ from sbroker.apps.tsql.evaluate import evaluate
 from sbroker.apps.tsql.ports import TSqlBroker
 from sbroker.engine.transaction import Transaction
 
+#: Seconds a session trusts its list of queues without looking at the catalog again (as the
+#: engine's statements trust theirs).
+CATALOG_AGE = 0.05
+
 
 @dataclass
 class ResultSet:
@@ -86,6 +90,8 @@ class Session:
         self.cursors: dict[str, Any] = {}  # GLOBAL cursors by lower-cased name
         self.fetch_status = -1
         self._wake = threading.Condition()
+        self._queues: tuple[tuple[str, int], ...] | None = None
+        self._queues_at = 0.0
 
     # -- transactions ---------------------------------------------------------------------
     def work(self) -> _Work:
@@ -119,6 +125,22 @@ class Session:
         """A connection that closes with a transaction open rolls it back."""
         if self.tx is not None:
             self.rollback()
+
+    # -- names -------------------------------------------------------------------------------
+    def queues(self) -> tuple[tuple[str, int], ...]:
+        """The broker's queues (lower-cased name, id), which plain SQL may read as tables:
+        looked up again when older than ``CATALOG_AGE`` seconds or after this session
+        changed a queue (another process's new queue shows within that age)."""
+        clock = self.broker.clock
+        if self._queues is None or clock.monotonic() - self._queues_at > CATALOG_AGE:
+            self._queues = tuple(sorted((name.lower(), queue.queue_id)
+                                        for name, queue in self.broker.catalog.queues.items()))
+            self._queues_at = clock.monotonic()
+        return self._queues
+
+    def queues_changed(self) -> None:
+        """This session created, altered or dropped a queue: look again next time."""
+        self._queues = None
 
     # -- time -----------------------------------------------------------------------------
     def now(self) -> dt.datetime:

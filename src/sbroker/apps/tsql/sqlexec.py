@@ -22,7 +22,7 @@ from sbroker.apps.tsql.errors import (
 )
 from sbroker.apps.tsql.evaluate import evaluate
 from sbroker.apps.tsql.session import Frame, ResultSet, Session, bindable, readable
-from sbroker.apps.tsql.translate import OWN_NAMES, SYS_VIEWS, Translated, translate
+from sbroker.apps.tsql.translate import OWN_NAMES, SYS_VIEWS, Names, Translated, translate
 from sbroker.core.errors import BrokerError
 from sbroker.storage.queries import Queries
 
@@ -42,14 +42,16 @@ def sys_views(queries: Queries) -> tuple[tuple[str, str], ...]:
 
 def prepared(frame: Frame, text: str) -> tuple[Translated, dict[str, Any]]:
     """``text`` translated for the broker's backend, and the values of its placeholders."""
-    broker = frame.session.broker
+    session = frame.session
+    broker = session.broker
     queries = statements(broker, "sbroker.apps.tsql")
     text_variables = frozenset(name for name, value in frame.vars.items()
                                if isinstance(value, str))
-    tables = tuple(sorted(frame.tables.items()))
-    done = translate(text, broker.dialect, tables, sys_views(queries), text_variables)
+    scope = Names(tuple(sorted(frame.tables.items())), sys_views(queries), session.queues(),
+                  queries["queue_rows"])
+    done = translate(text, broker.dialect, scope, text_variables)
     if done.schema_tables:  # a + of columns: concatenation if they are text
-        done = translate(text, broker.dialect, tables, sys_views(queries), text_variables,
+        done = translate(text, broker.dialect, scope, text_variables,
                          text_columns(frame, done.schema_tables))
     params = {}
     for name in done.names:
@@ -57,8 +59,10 @@ def prepared(frame: Frame, text: str) -> tuple[Translated, dict[str, Any]]:
             value = frame.variable(name[2:])
         elif name.startswith("e_"):
             value = evaluate(n.Call(f"ERROR_{name[2:].upper()}", ()), frame)
+        elif name.startswith("q_"):
+            value = int(name[2:])
         else:
-            value = frame.session.special(name)
+            value = session.special(name)
         params[name] = bindable(value)
     return done, params
 

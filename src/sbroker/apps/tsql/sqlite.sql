@@ -66,3 +66,17 @@ SELECT COALESCE(options ->> '$.name', 'ServiceBrokerEndpoint') AS name, 1 AS end
        CASE WHEN options ->> '$.port' = 0 THEN 1 ELSE 0 END AS is_dynamic_port,
        options ->> '$.host' AS ip_address
 FROM sb_net_endpoint
+
+-- name: queue_rows
+-- A queue's messages with SQL Server's queue columns (SELECT ... FROM a queue, docs/tsql.md
+-- "Querying a queue"): read, never received or locked. :queue_id is bound to the queue's id.
+-- Received messages not yet deleted (sb_consumed) have left the queue.
+SELECT m.status, m.priority, m.queuing_order, g.group_id AS conversation_group_id,
+       m.handle AS conversation_handle, m.msn AS message_sequence_number,
+       m.service AS service_name, NULL AS service_id, m.contract AS service_contract_name,
+       NULL AS service_contract_id, m.message_type AS message_type_name,
+       NULL AS message_type_id, m.validation, m.body AS message_body,
+       strftime('%Y-%m-%d %H:%M:%f', m.enqueued_at, 'unixepoch') AS message_enqueue_time
+FROM sb_messages AS m JOIN sb_endpoints AS g ON g.conv_order = m.conv_order
+WHERE m.queue_id = :queue_id
+  AND NOT EXISTS (SELECT 1 FROM sb_consumed AS c WHERE c.queuing_order = m.queuing_order)

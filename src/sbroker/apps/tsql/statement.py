@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from sbroker.apps.tsql.errors import TSqlError
+from sbroker.apps.tsql.errors import SESSION_STOPPED, TSqlError
 from sbroker.apps.tsql.grammar import SqlParser
 from sbroker.apps.tsql.session import Frame
 from sbroker.apps.tsql.tokens import Kind, Token, tokenize
@@ -235,8 +235,13 @@ class Return(Exception):
 
 
 def execute(frame: Frame, stmt: Statement) -> None:
-    """Run one statement; an error gets the statement's position."""
+    """Run one statement; an error gets the statement's position.  A session asked to stop
+    (an activated procedure whose broker stops) runs no further statement: error 3980,
+    and its open transaction rolls back when the session closes."""
     try:
+        if frame.session.stopping.is_set():
+            raise TSqlError("the session was stopped (the broker is stopping)",
+                            SESSION_STOPPED)
         stmt.run(frame)
     except TSqlError as exc:
         if exc.line is None:

@@ -8,13 +8,21 @@ ignored).  A translation is cached per (text, dialect)."""
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError
 
-from sbroker.apps.tsql.errors import TSqlSyntaxError
+from sbroker.apps.tsql import queuetables
+from sbroker.apps.tsql.errors import (
+    INVALID_OBJECT,
+    TYPE_NOT_FOUND,
+    UNDECLARED_TABLE,
+    VARIABLE_IN_DDL,
+    TSqlSyntaxError,
+)
 from sbroker.apps.tsql.tokens import Kind, Token, tokenize
 
 DIALECTS = {"sqlite": "sqlite", "postgresql": "postgres"}
@@ -46,12 +54,24 @@ SYS_VIEWS = ("service_queues", "dm_broker_activated_tasks", "conversation_endpoi
 
 
 @dataclass(frozen=True)
+class Names:
+    """What the names in a statement stand for beyond the user's tables: table variables
+    (-> the tables that hold them), ``sys.`` views (-> their SELECT), queues (lower-cased
+    name -> id; their rows are ``queue_rows``, a SELECT with the placeholder ``:queue_id``)."""
+
+    tables: tuple[tuple[str, str], ...] = ()
+    sys_views: tuple[tuple[str, str], ...] = ()
+    queues: tuple[tuple[str, int], ...] = ()
+    queue_rows: str = ""
+
+
+@dataclass(frozen=True)
 class Translated:
     """SQL for the backend, the placeholders it binds, and what kind of statement it is."""
 
     sql: str
     names: tuple[str, ...]       # placeholders: v_<variable>, s_<sysvar>, f_<function>,
-                                 # e_<part of the error a CATCH block handles>
+                                 # e_<part of the error a CATCH block handles>, q_<queue id>
     returns_rows: bool
     insert_table: str | None     # the table of an INSERT (for SCOPE_IDENTITY)
     verb: str
@@ -91,53 +111,72 @@ def _after_parens(tokens: list[Token], i: int) -> int:
     return i
 
 
+NO_NAMES = Names()
+
+
 @functools.lru_cache(maxsize=2048)
-def translate(text: str, dialect: str, tables: tuple[tuple[str, str], ...] = (),
-              sys_views: tuple[tuple[str, str], ...] = (),
+def translate(text: str, dialect: str, scope: Names = NO_NAMES,
               text_variables: frozenset[str] = frozenset(),
               text_columns: tuple[tuple[str, tuple[str, ...]], ...] = ()) -> Translated:
-    """``text`` (one T-SQL statement) for ``dialect``; ``tables`` maps table variables to
-    their tables, ``sys_views`` a ``sys.`` name to the SELECT that stands for it;
+    """``text`` (one T-SQL statement) for ``dialect``; ``scope`` says what names stand for;
     ``text_variables`` are the variables that hold text now, ``text_columns`` the text
     columns of tables (a ``+`` on text concatenates)."""
     tree = _parse(text)
     names: list[str] = []
     ddl = isinstance(tree, (exp.Create, exp.Alter, exp.Drop))
-    variables = dict(tables)
-    views = dict(sys_views)
+    variables = dict(scope.tables)
+    queues = dict(scope.queues)
+    queuetables.refuse_changes(tree, queues)
     target = DIALECTS[dialect]
     texts = _TextSides(text_variables, _tables_in(tree, variables), dict(text_columns))
 
     def rewrite(node: exp.Expression) -> exp.Expression:
         if isinstance(node, exp.Table):
-            return _table(node, variables, views)
-        if isinstance(node, exp.Index) and node.name.lower() in OWN_NAMES:
-            node.set("this", exp.to_identifier(f"tsql_{node.name}"))
-        if isinstance(node, exp.Parameter):
-            if ddl:
-                raise TSqlSyntaxError("variables are not allowed in a CREATE/ALTER/DROP"
-                                      f" statement (@{node.name})", number=1047)
-            name = _placeholder(node)
-            names.append(name)
-            return exp.Placeholder(this=name)
-        if isinstance(node, exp.DataType):
-            return _type(node, target)
-        if isinstance(node, exp.National):  # N'text': every string is Unicode here
-            return exp.Literal.string(node.this)
-        if isinstance(node, exp.Add) and texts.concatenates(node):
-            return exp.DPipe(this=node.this.transform(rewrite),
-                             expression=node.expression.transform(rewrite))
-        function = _function_name(node)
-        if ddl and function in ("DB_ID", "DB_NAME"):
-            return exp.Literal.number(1) if function == "DB_ID" else exp.Literal.string("db")
-        if function in SPECIAL_FUNCTIONS and not ddl:
-            names.append(SPECIAL_FUNCTIONS[function])
-            return exp.Placeholder(this=SPECIAL_FUNCTIONS[function])
-        if isinstance(node, exp.IndexParameters) and target == "sqlite":
-            node.set("include", None)
-        return node
+            number = queuetables.queue_id(node, queues)
+            if number is not None:
+                rows, placeholder = queuetables.rows(node, number, scope.queue_rows, target)
+                names.append(placeholder)
+                return rows
+            return _table(node, variables, dict(scope.sys_views))
+        if isinstance(node, exp.Cast) and target == "postgres" and queues:
+            decoded = queuetables.body_as_text(node)
+            if decoded is not None:
+                return decoded
+        return _rewrite(node, names, target, texts, ddl, rewrite)
 
     return _translated(tree.transform(rewrite), target, names, texts)
+
+
+def _rewrite(node: exp.Expression, names: list[str], target: str, texts: _TextSides,
+             ddl: bool, rewrite: Callable[[exp.Expression], exp.Expression]
+             ) -> exp.Expression:
+    """``node`` as the backend takes it: variables and special functions as placeholders,
+    types and strings as the dialect has them, text ``+`` as concatenation."""
+    if isinstance(node, exp.Index) and node.name.lower() in OWN_NAMES:
+        node.set("this", exp.to_identifier(f"tsql_{node.name}"))
+    if isinstance(node, exp.Parameter):
+        if ddl:
+            raise TSqlSyntaxError("variables are not allowed in a CREATE/ALTER/DROP"
+                                  f" statement (@{node.name})", number=VARIABLE_IN_DDL)
+        name = _placeholder(node)
+        names.append(name)
+        return exp.Placeholder(this=name)
+    if isinstance(node, exp.DataType):
+        return _type(node, target)
+    if isinstance(node, exp.National):  # N'text': every string is Unicode here
+        return exp.Literal.string(node.this)
+    if isinstance(node, exp.Add) and texts.concatenates(node):
+        return exp.DPipe(this=node.this.transform(rewrite),
+                         expression=node.expression.transform(rewrite))
+    function = _function_name(node)
+    if ddl and function in ("DB_ID", "DB_NAME"):
+        return exp.Literal.number(1) if function == "DB_ID" else exp.Literal.string("db")
+    if function in SPECIAL_FUNCTIONS and not ddl:
+        names.append(SPECIAL_FUNCTIONS[function])
+        return exp.Placeholder(this=SPECIAL_FUNCTIONS[function])
+    if isinstance(node, exp.IndexParameters) and target == "sqlite":
+        node.set("include", None)
+    return node
 
 
 def _parse(text: str) -> exp.Expr:
@@ -156,6 +195,8 @@ def _translated(tree: exp.Expression, target: str, names: list[str],
     """What the rewritten ``tree`` runs as on ``target``, and what the caller must know of it."""
     if isinstance(tree, exp.Update):
         _update_by_alias(tree)
+    if isinstance(tree, exp.TruncateTable) and target == "sqlite" and len(tree.expressions) == 1:
+        tree = exp.Delete(this=tree.expressions[0])  # SQLite has no TRUNCATE
     insert_table = None
     if isinstance(tree, exp.Insert):
         table = tree.find(exp.Table)
@@ -253,14 +294,15 @@ def _table(node: exp.Table, variables: dict[str, str],
     if isinstance(node.this, exp.Parameter):
         name = node.this.name.lower()
         if name not in variables:
-            raise TSqlSyntaxError(f"Must declare the table variable \"@{name}\"", number=1087)
+            raise TSqlSyntaxError(f"Must declare the table variable \"@{name}\"",
+                                  number=UNDECLARED_TABLE)
         return exp.Table(this=exp.to_identifier(variables[name]), alias=node.args.get("alias")
                          or exp.TableAlias(this=exp.to_identifier(name)))
     if node.db.lower() == "sys":
         select = views.get(node.name.lower())
         if select is None:
             raise TSqlSyntaxError(f"sys.{node.name} is not a view sbroker has (it has"
-                                  f" sys.{', sys.'.join(SYS_VIEWS)})", number=208)
+                                  f" sys.{', sys.'.join(SYS_VIEWS)})", number=INVALID_OBJECT)
         alias = node.args.get("alias") or exp.TableAlias(this=exp.to_identifier(node.name))
         return exp.Subquery(this=sqlglot.parse_one(select), alias=alias)
     if node.db and node.db.lower() == "dbo":
@@ -289,7 +331,8 @@ def _type(node: exp.DataType, target: str) -> exp.Expression:
         name = str(node.args.get("kind") or "").lower()
         if name == "sysname":
             return exp.DataType.build("VARCHAR(128)")
-        raise TSqlSyntaxError(f"the type {name} is not supported by sbroker", number=2715)
+        raise TSqlSyntaxError(f"the type {name} is not supported by sbroker",
+                              number=TYPE_NOT_FOUND)
     replacement = TYPES.get(kind)
     return exp.DataType.build(replacement) if replacement else node
 

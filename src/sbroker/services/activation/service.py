@@ -25,7 +25,7 @@ from typing import Any
 from sbroker.core import threads, tracing
 from sbroker.core.catalog import Queue
 from sbroker.core.clock import SYSTEM_CLOCK
-from sbroker.core.errors import InvalidArgumentError
+from sbroker.core.errors import BrokerError, InvalidArgumentError
 from sbroker.engine import stopping
 from sbroker.engine.api import BrokerAPI, EngineAPI
 from sbroker.engine.listeners import Listener
@@ -374,9 +374,12 @@ class ActivationService(ClockLoop):
                 resolve_procedure(procedure)(task.ctx)
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
-            log.exception("activated procedure failed", extra={
-                "queue": task.queue_name, "task_id": task.task_id,
-                "procedure": task.procedure_name})
+            where = {"queue": task.queue_name, "task_id": task.task_id,
+                     "procedure": task.procedure_name}
+            if isinstance(exc, BrokerError):  # says what failed: no traceback to read
+                log.error("activated procedure failed: %s", exc, extra=where)
+            else:
+                log.exception("activated procedure failed", extra=where)
         finally:
             try:
                 self._publish_task(task, running=False)

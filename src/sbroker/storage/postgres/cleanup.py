@@ -60,13 +60,13 @@ class Cleanup:
 
     def __init__(self, connect: Callable[[], psycopg.Connection[Any]]) -> None:
         self._connect = connect
-        self._thread: threading.Thread | None = None
+        self._worker: threading.Thread | None = None
         self._refused = False
 
     def after_heartbeat(self, conn: psycopg.Connection[Any]) -> bool:
         """Look at the dead rows on ``conn`` (the session's); start a VACUUM if they are due
         and none of this broker's is running.  Whether one started."""
-        if self._thread is not None and self._thread.is_alive():
+        if self._worker is not None and self._worker.is_alive():
             return False
         row = conn.execute(BACKEND.messages_dead_rows).fetchone()
         # The thresholds as the module has them now (not due()'s defaults, bound at import).
@@ -79,9 +79,9 @@ class Cleanup:
                 log.debug("not vacuuming sb_messages: this role does not own it")
             return False
         log.debug("vacuuming sb_messages: %d dead rows beside %d live", row[0], row[1])
-        self._thread = threading.Thread(target=self._run, daemon=True,
+        self._worker = threading.Thread(target=self._run, daemon=True,
                                         name="sbroker-pg-cleanup")
-        self._thread.start()
+        self._worker.start()
         return True
 
     def _run(self) -> None:
@@ -93,5 +93,5 @@ class Cleanup:
 
     def close(self) -> None:
         """Wait for a running VACUUM (it holds a connection to the database)."""
-        thread, self._thread = self._thread, None
+        thread, self._worker = self._worker, None
         threads.join(thread, 60)

@@ -69,7 +69,7 @@ class ListenFeed:
         self._due = threading.Condition(self._lock)
         self._urgent = False  # a commit that other sessions should hear of at once
         self._quiet_at: float | None = None  # when a receive-only commit is to be told
-        self._thread: threading.Thread | None = None
+        self._worker: threading.Thread | None = None
         self._conn: psycopg.Connection[Any] | None = None
         self._closed = False
         self.sent = 0
@@ -110,10 +110,10 @@ class ListenFeed:
             else:
                 self._quiet_at = self._clock.monotonic() + QUIET_NOTIFY_SECONDS
             self._due.notify()
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._send_loop, daemon=True,
+            if self._worker is None:
+                self._worker = threading.Thread(target=self._send_loop, daemon=True,
                                                 name="sbroker-pg-notify")
-                self._thread.start()
+                self._worker.start()
 
     def next_notify(self, now: float) -> float | None:
         """Seconds until the next NOTIFY is due (0: at once), or None: nothing to tell."""
@@ -163,7 +163,7 @@ class ListenFeed:
     def close(self) -> None:
         with self._due:
             self._closed = True
-            thread = self._thread
+            thread = self._worker
             self._due.notify()
         if thread is not None and thread is not threading.current_thread():
             threads.join(thread, 10)
@@ -182,7 +182,7 @@ class LeaseLiveness:
         self._clock = clock
         self._feed = feed
         self._conn: psycopg.Connection[Any] | None = None
-        self._thread: threading.Thread | None = None
+        self._worker: threading.Thread | None = None
         self._stop = threading.Event()
         self.session: int | None = None
         self._row: tuple[Any, ...] = ()
@@ -205,9 +205,9 @@ class LeaseLiveness:
             raise
         self._conn, self.session, self._feed.session = conn, session, session
         self._connector.application_name = f"sbroker {session}"
-        self._thread = threading.Thread(target=self._run, daemon=True,
+        self._worker = threading.Thread(target=self._run, daemon=True,
                                         name="sbroker-pg-session")
-        self._thread.start()
+        self._worker.start()
         return session
 
     def dead(self, own: int) -> list[int]:
@@ -283,7 +283,7 @@ class LeaseLiveness:
     def close(self) -> None:
         """Stop the thread; the session's lock goes with its connection."""
         self._stop.set()
-        thread, self._thread = self._thread, None
+        thread, self._worker = self._worker, None
         if thread is not None and self.session is not None:
             self._feed.wake_listener(self.session)
             threads.join(thread, 10)

@@ -41,7 +41,7 @@ class DataVersionFeed:
         self._subscribers = Subscribers(clock)
         self._watchers = 0
         self.noticed = 0  # data_version changes seen, told or not
-        self._thread: threading.Thread | None = None
+        self._worker: threading.Thread | None = None
         self._closed = False
         self._wake = threading.Event()  # cuts the poller's pause short (close)
         self.pause: Callable[[float], object] = self._wake.wait  # tests may slow it down
@@ -55,10 +55,10 @@ class DataVersionFeed:
     @contextlib.contextmanager
     def watch(self) -> Iterator[None]:
         with self._lock:
-            if self._thread is None and not self._closed:
-                self._thread = threading.Thread(target=self._poll, name="sbroker-changefeed",
+            if self._worker is None and not self._closed:
+                self._worker = threading.Thread(target=self._poll, name="sbroker-changefeed",
                                                 daemon=True)
-                self._thread.start()
+                self._worker.start()
             self._watchers += 1  # after a start Ctrl-C may cut short: no watcher left behind
         try:
             yield
@@ -76,7 +76,7 @@ class DataVersionFeed:
         except Exception:
             log.debug("change feed could not connect", exc_info=True)
             with self._lock:
-                self._thread = None
+                self._worker = None
             return
         try:
             last = conn.execute("PRAGMA data_version").fetchone()[0]
@@ -85,12 +85,12 @@ class DataVersionFeed:
             while True:
                 with self._lock:
                     if self._closed:
-                        self._thread = None
+                        self._worker = None
                         return
                     watched = self._watchers > 0
                     if not watched and unwatched is not None and (
                             self.now() - unwatched >= LINGER_SECONDS):
-                        self._thread = None
+                        self._worker = None
                         return
                 if watched:
                     unwatched = None
@@ -119,7 +119,7 @@ class DataVersionFeed:
                         self._changed(False)
         except sqlite3.Error:
             with self._lock:
-                self._thread = None
+                self._worker = None
         finally:
             with contextlib.suppress(sqlite3.Error):
                 conn.close()
@@ -127,6 +127,6 @@ class DataVersionFeed:
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            thread = self._thread
+            thread = self._worker
         self._wake.set()
         threads.join(thread, 10)

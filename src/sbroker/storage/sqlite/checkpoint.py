@@ -40,7 +40,7 @@ class Checkpointer:
         self._idle_exit = idle_exit
         self._cond = threading.Condition(threading.Lock())
         self._pending = 0  # commits not covered by a checkpoint that started after them
-        self._thread: threading.Thread | None = None
+        self._worker: threading.Thread | None = None
         self._closing = False
         self._running = False  # a checkpoint is under way
         self._stop = threading.Event()  # cuts the pause between two checkpoints short
@@ -53,10 +53,10 @@ class Checkpointer:
             self._pending += 1
             if self._closing:
                 return
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="sbroker-checkpointer",
+            if self._worker is None:
+                self._worker = threading.Thread(target=self._run, name="sbroker-checkpointer",
                                                 daemon=True)
-                self._thread.start()
+                self._worker.start()
             elif self._pending == 1:
                 self._cond.notify()
 
@@ -72,7 +72,7 @@ class Checkpointer:
         except Exception:  # the database is closing or gone: the safety net remains
             log.debug("checkpointer could not connect", exc_info=True)
             with self._cond:
-                self._thread = None
+                self._worker = None
                 self._cond.notify_all()
             return
         try:
@@ -80,10 +80,10 @@ class Checkpointer:
                 with self._cond:
                     while not self._pending and not self._closing:
                         if not self._cond.wait(self._idle_exit) and not self._pending:
-                            self._thread = None
+                            self._worker = None
                             return
                     if self._closing:
-                        self._thread = None
+                        self._worker = None
                         return
                     self._pending = 0
                     self._running = True
@@ -109,7 +109,7 @@ class Checkpointer:
         connection."""
         with self._cond:
             self._closing = True
-            thread = self._thread
+            thread = self._worker
             self._cond.notify_all()
         self._stop.set()
         threads.join(thread, timeout)

@@ -10,10 +10,6 @@ from sbroker.apps.tsql.session import Frame
 from sbroker.apps.tsql.statement import Head, Parser, Statement, statement
 from sbroker.apps.tsql.tokens import Kind
 
-#: Words that begin the next statement of a database script on a new line: the options of
-#: CREATE / ALTER DATABASE end there.
-_NEXT = ("USE", "CREATE", "DROP", "IF", "ALTER", "GO")
-
 
 @statement("USE", "CREATE DATABASE", "ALTER DATABASE", "DROP DATABASE")
 @dataclass(frozen=True)
@@ -34,9 +30,9 @@ class Database(Statement):
         name = p.name()
         if action == "USE":
             return cls(head.line, head.column, action, name)
-        words = []
+        words: list[str] = []
         while p.tok.kind is not Kind.EOF and not p.tok.is_op(";") and not (
-                p.tok.is_word(*_NEXT) and p.tok.newline_before):
+                p.starts_statement() and not _option_word(action, words, p)):
             words.append(p.advance().value.upper())
         return cls(head.line, head.column, action, name, tuple(words))
 
@@ -47,3 +43,11 @@ class Database(Statement):
                             " server)", DATABASE_IN_USE)
         # USE, CREATE DATABASE, ALTER DATABASE ... SET ENABLE_BROKER / SINGLE_USER: the one
         # open broker database is the database, and its broker is always enabled.
+
+
+def _option_word(action: str, words: list[str], p: Parser) -> bool:
+    """Whether a word that begins statements is an option of ALTER DATABASE here:
+    ``SET option`` right after the name, ``ROLLBACK`` in ``WITH ROLLBACK IMMEDIATE``."""
+    if p.tok.is_word("SET"):
+        return action == "ALTER" and not words and p.peek().kind is not Kind.VAR
+    return p.tok.is_word("ROLLBACK") and words[-1:] == ["WITH"]

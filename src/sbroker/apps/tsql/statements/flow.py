@@ -10,7 +10,6 @@ from sbroker.apps.tsql import nodes as n
 from sbroker.apps.tsql import values
 from sbroker.apps.tsql.errors import (
     NOT_IN_CATCH,
-    SESSION_STOPPED,
     THROW_NUMBER,
     USER,
     TSqlError,
@@ -81,9 +80,6 @@ class While(Statement):
 
     def run(self, frame: Frame) -> None:
         while truth(frame.value(self.condition)):
-            if frame.session.stopping.is_set():
-                raise TSqlError("the session was stopped (the broker is stopping)",
-                                SESSION_STOPPED)
             try:
                 execute(frame, self.body)
             except Break:

@@ -63,6 +63,7 @@ class CreateQueue(Statement):
 
     def run(self, frame: Frame) -> None:
         frame.session.broker.create_queue(self.name, **self.settings(frame, None))
+        frame.session.queues_changed()
 
 
 @statement("ALTER QUEUE")
@@ -102,3 +103,7 @@ def _activation(frame: Frame, opts: dict[str, Any], current: Activation | None
 class DropQueue(Drop):
     def drop(self, broker: TSqlBroker) -> None:
         broker.drop_queue(self.name)
+
+    def run(self, frame: Frame) -> None:
+        super().run(frame)
+        frame.session.queues_changed()

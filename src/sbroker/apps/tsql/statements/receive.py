@@ -3,6 +3,7 @@ for messages (for ever, or TIMEOUT milliseconds)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import operator
 from dataclasses import dataclass
 from typing import Any
@@ -26,9 +27,12 @@ _NOT_KEPT = dict.fromkeys(name for name in MESSAGE_COLUMNS if name not in _KEPT)
 
 
 def _row(msg: Message) -> dict[str, Any]:
-    """A received message as RECEIVE's columns (the ids SQL Server numbers are NULL)."""
+    """A received message as RECEIVE's columns (the ids SQL Server numbers are NULL; the
+    enqueue time a UTC datetime, as GETDATE() gives)."""
     row = dict(zip(_KEPT, _KEPT_VALUES(msg), strict=True))
     row.update(_NOT_KEPT)
+    row["message_enqueue_time"] = dt.datetime.fromtimestamp(
+        msg.message_enqueue_time, dt.UTC).replace(tzinfo=None)
     return row
 
 
