@@ -114,10 +114,9 @@ def settle_mapped(state: RunState, end_time: str, only: str | None = None
         if (task is None or spec.map is None or task.status != TaskStatus.RUNNING
                 or only not in (None, task.name)):
             continue
-        instances = instances_of(state, task.name)
-        # the last instances start last: looking from the end finds one still going soonest
-        if not all(i.status.ended and i.log_id is None for i in reversed(instances)):
+        if not _all_ended(state, task.name):
             continue
+        instances = instances_of(state, task.name)
         failed = [i for i in instances if i.status != TaskStatus.SUCCEEDED]
         if not failed:
             task.status, task.error = TaskStatus.SUCCEEDED, None
@@ -130,6 +129,20 @@ def settle_mapped(state: RunState, end_time: str, only: str | None = None
         task.end_time = end_time
         out.append(task)
     return out
+
+
+def _all_ended(state: RunState, name: str) -> bool:
+    """Whether every instance of mapped task ``name`` ended, looking from the last one: the
+    last start last, so one still going is found in a step or two, not a pass over all."""
+    of = state.tasks[name].spec.map
+    items = state.tasks[of].value if of is not None and of in state.tasks else None
+    if not isinstance(items, list):
+        return False
+    for index in range(len(items) - 1, -1, -1):
+        task = state.tasks.get(instance_name(name, index))
+        if task is None or not task.status.ended or task.log_id is not None:
+            return False
+    return True
 
 
 def instances_of(state: RunState, name: str) -> list[TaskState]:
