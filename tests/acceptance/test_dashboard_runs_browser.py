@@ -1,6 +1,6 @@
-"""The dashboard's page of durable pipeline runs in a real headless Chromium: a run's status,
-each task's attempts and retries on the timeline, the schedules with their next due time,
-and a running run cancelled with its button."""
+"""The dashboard's page of durable pipeline runs in a real headless Chromium: a run's status
+and the time it is for, each task's attempts and retries on the timeline, the schedules with
+their next due time, and a running run cancelled with its button."""
 
 from __future__ import annotations
 
@@ -88,6 +88,7 @@ def test_runs_with_attempts_and_retries_and_schedules_with_next_due(
         page.click("#pipeline-runs")
         run = page.locator(f"#pipeline-run-{state.run_id}")
         expect(run.locator(".run-status")).to_have_text("failed")
+        expect(run.locator(".scheduled-for")).to_have_text(str(state.scheduled_for))
         flaky = run.locator("g.task-row[data-task=f]")
         expect(flaky).to_have_attribute("data-retries", "1")
         expect(flaky.locator("g.bar.attempt")).to_have_count(2)
@@ -100,6 +101,7 @@ def test_runs_with_attempts_and_retries_and_schedules_with_next_due(
         assert len(bars) == 2 and all(b["width"] > 0 for b in bars)
         assert bars[0]["x"] < bars[1]["x"]
         expect(page.locator("#schedules td.next-due")).to_have_text(schedule["next_due"])
+        expect(page.locator("#schedules td.max-active-runs")).to_have_text("1")
     assert errors == []
 
 

@@ -70,7 +70,7 @@ def run(ctx: click.Context, file: str, params: tuple[str, ...], resume: str | No
         opener = _open_broker(ctx.obj["db"], readers, not no_executor)
     request = RunRequest(None if resume is None else LATEST if resume == "latest"
                          else int(resume), rerun_from, submit, throwaway=local)
-    with _sigterm_as_ctrl_c() as terminated:
+    with sigterm_as_ctrl_c() as terminated:
         try:
             code, _ = run_command(file, list(params), open_broker=opener, request=request,
                                   verbose=verbose, spark_master=spark_master,
@@ -104,7 +104,7 @@ def _check_options(resume: str | None, rerun_from: str | None, submit: bool, loc
 
 
 @contextlib.contextmanager
-def _sigterm_as_ctrl_c() -> Iterator[list[int]]:
+def sigterm_as_ctrl_c() -> Iterator[list[int]]:
     """SIGTERM (a service manager, `kill`) stops the run as Ctrl-C does: the running tasks
     are cancelled and the summary printed. The list yielded holds the signal once it came."""
     received: list[int] = []
@@ -121,7 +121,7 @@ def _sigterm_as_ctrl_c() -> Iterator[list[int]]:
 
 
 @contextlib.contextmanager
-def _running_executor(broker: Broker, pipeline: Pipeline, readers: int | None,
+def running_executor(broker: Broker, pipeline: Pipeline, readers: int | None,
                       executor: bool) -> Iterator[Broker]:
     """The executor installed on ``broker`` and, unless ``executor`` is False (then `sbroker
     serve` on the same database runs the tasks), started in this process."""
@@ -146,7 +146,7 @@ def _open_broker(db: str, readers: int | None, executor: bool) -> Opener:
     def open_broker(pipeline: Pipeline) -> Iterator[Broker]:
         if "://" not in db:
             Path(db).parent.mkdir(parents=True, exist_ok=True)
-        with Broker.open(db) as broker, _running_executor(broker, pipeline, readers,
+        with Broker.open(db) as broker, running_executor(broker, pipeline, readers,
                                                           executor) as started:
             yield started
 
@@ -176,7 +176,7 @@ def local_broker(readers: int | None) -> Opener:
         from sbroker.apps.pipeline.command import throwaway_database
 
         with throwaway_database() as db, Broker.open(db) as broker, \
-                _running_executor(broker, pipeline, readers, True) as started:
+                running_executor(broker, pipeline, readers, True) as started:
             yield started
 
     return open_broker

@@ -54,3 +54,19 @@ def hang(spark: Any, release: str, seconds: float = 60.0) -> str:
             return "released"
         tick.wait(0.02)
     return "never released"
+
+
+def when(spark: Any, day: str, at: str, fail_days: str = "") -> dict[str, str]:
+    """The run's ``scheduled_date`` and ``scheduled_for`` as its task read them; fails for a
+    day listed (one a line) in the file ``fail_days``."""
+    if fail_days and Path(fail_days).exists() and day in Path(fail_days).read_text().split():
+        raise RuntimeError(f"no data for {day}")
+    return {"day": day, "at": at}
+
+
+def pause(spark: Any, seconds: float) -> float:
+    """A task that takes ``seconds`` (the runs of a schedule that may overlap)."""
+    import threading
+
+    threading.Event().wait(seconds)
+    return seconds

@@ -218,13 +218,14 @@ def test_runs_are_listed_newest_first_with_the_keys_spec_names(
     two = start_run(broker, pipeline(task("b", "boom"), name="two"))
     runs = list_runs(broker)
     assert [r["run_id"] for r in runs] == [two.run_id, one.run_id]
-    assert all(set(r) == {"run_id", "pipeline", "status", "start_time", "end_time"}
+    assert all(set(r) == {"run_id", "pipeline", "status", "start_time", "end_time",
+                            "scheduled_for"}
                for r in runs)
     assert [r["run_id"] for r in list_runs(broker, "one")] == [one.run_id]
     shown = get_run(broker, two.run_id)
     assert shown is not None
     assert set(shown) == {"run_id", "pipeline", "status", "start_time", "end_time", "tasks",
-                          "driver", "takeovers"}
+                          "driver", "takeovers", "scheduled_for"}
     assert shown["driver"] is None and shown["takeovers"] == 0
     assert [set(t) for t in shown["tasks"]] == [
         {"name", "status", "attempts", "start_time", "end_time", "value", "error"}]

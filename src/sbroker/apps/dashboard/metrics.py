@@ -34,8 +34,8 @@ PER_QUEUE: tuple[tuple[type[GaugeMetricFamily | CounterMetricFamily], str, str,
 
 
 class BrokerCollector(Collector):
-    """Queue depths, ages, readers, status, transmission queue, conversations, tasks and the
-    enqueued/received counters the engine keeps in the database."""
+    """Queue depths, ages, readers, status, transmission queue, conversations, tasks, and the
+    counters kept in the database: messages enqueued and received, schedules' ticks."""
 
     def __init__(self, reader: Reader) -> None:
         self.reader = reader
@@ -78,6 +78,15 @@ class BrokerCollector(Collector):
         for status, count in (self.reader.task_counts() or {}).items():
             tasks.add_metric([status], count)
         yield tasks
+
+        schedule_runs = CounterMetricFamily(
+            "sbroker_schedule_runs",
+            "Ticks of each schedule: started (a run, by its timer or a backfill), skipped (not"
+            " run: max_active_runs going, or the tick had a run), missed (dropped: catchup ="
+            " false)", labels=["schedule", "outcome"])
+        for row in self.reader.rows("schedule_runs_total"):
+            schedule_runs.add_metric([str(row["schedule"]), str(row["outcome"])], row["total"])
+        yield schedule_runs
 
 
 def registry_for(reader: Reader) -> CollectorRegistry:

@@ -102,3 +102,9 @@ WHERE l.SchedulerHandle = %(handle)s ORDER BY l.LogID LIMIT 2000
 
 -- name: metrics_transmission
 SELECT to_service_name, count(*) AS messages FROM transmission_queue GROUP BY to_service_name
+
+-- name: schedule_runs_total
+-- sbroker_schedule_runs_total{schedule, outcome}: counted by the transactions that start,
+-- skip or drop a schedule's ticks (docs/pipelines.md, "Data intervals and backfills").
+SELECT Schedule AS schedule, Outcome AS outcome, Total AS total
+FROM PipelineScheduleCounters ORDER BY Schedule, Outcome

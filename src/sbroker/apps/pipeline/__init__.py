@@ -9,10 +9,12 @@ The Python API of durable runs::
     run_id = submit_run(broker, pipeline)        # a run for `sbroker serve` to drive
     wait_run(broker, run_id); cancel_run(broker, run_id)
     list_runs(broker, "orders"); get_run(broker, state.run_id)
+    plan_backfill(broker, "nightly", "2026-01-01", "2026-01-08").run()  # one run per tick
 """
 
 from __future__ import annotations
 
+from sbroker.apps.pipeline.backfill import Backfill, TickResult, plan_backfill
 from sbroker.apps.pipeline.command import check_targets, run_command
 from sbroker.apps.pipeline.control import cancel_run, submit_run, wait_run
 from sbroker.apps.pipeline.leases import LeaseHeld, LeaseLost
@@ -40,6 +42,7 @@ from sbroker.apps.pipeline.runstate import RunState, TaskState
 from sbroker.apps.pipeline.service import PipelineService
 
 __all__ = [
+    "Backfill",
     "DurableRunner",
     "LeaseHeld",
     "LeaseLost",
@@ -58,6 +61,7 @@ __all__ = [
     "TaskSpec",
     "TaskState",
     "TaskStatus",
+    "TickResult",
     "cancel_run",
     "check_targets",
     "get_run",
@@ -65,6 +69,7 @@ __all__ = [
     "load_pipeline",
     "parse_param_overrides",
     "parse_pipeline",
+    "plan_backfill",
     "render_run_report",
     "resume_run",
     "run_attempts",

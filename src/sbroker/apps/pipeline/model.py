@@ -92,13 +92,15 @@ class TaskSpec:
 
 @dataclass(frozen=True)
 class Schedule:
-    """``[schedule]``: every ``every`` seconds or on a five-field ``cron`` in ``timezone``."""
+    """``[schedule]``: every ``every`` seconds or on a five-field ``cron`` in ``timezone``;
+    at most ``max_active_runs`` of its runs (scheduled and backfilled) in flight at once."""
 
     every: float | None = None
     cron: str | None = None
     timezone: str = "UTC"
     catchup: bool = False
     overlap: str = "skip"
+    max_active_runs: int = 1
 
 
 @dataclass(frozen=True)
@@ -124,7 +126,8 @@ class Options:
 
 @dataclass(frozen=True)
 class Pipeline:
-    """A whole pipeline file after parameters were substituted."""
+    """A whole pipeline file after parameters were substituted; ``scheduled_for``: the time
+    ``-p scheduled_for=`` gave a run of it (canonical ISO 8601), if any."""
 
     name: str
     stages: tuple[Stage, ...]
@@ -135,6 +138,12 @@ class Pipeline:
     tasks: tuple[TaskSpec, ...] = ()
     schedule: Schedule | None = None
     source: str | None = None  # a Python pipeline's "FILE.py:ATTR" or "module:attr"
+    scheduled_for: str | None = None
+
+    @property
+    def timezone(self) -> str:
+        """The timezone its runs' ``scheduled_for`` is written in: its schedule's, or UTC."""
+        return self.schedule.timezone if self.schedule is not None else "UTC"
 
     @property
     def task_count(self) -> int:

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from sbroker.apps.pipeline.intervals import RUN_CONTEXT, scheduled_for_of
 from sbroker.apps.pipeline.model import (
     Options,
     Pipeline,
@@ -179,6 +180,7 @@ class _Parser:
         description = self._string(head, ("pipeline",), "description", "", empty_ok=True)
         self.options = options = self._options(self._table(doc, (), "options"))
         schedule = self._schedule(doc)
+        scheduled_for = self._scheduled_for(schedule)
         if "task" in doc:
             if "stage" in doc:
                 raise self.error("a pipeline lists [[task]] entries or [[stage]] entries, "
@@ -186,7 +188,7 @@ class _Parser:
             tasks = self._top_tasks(doc["task"])
             return Pipeline(name, (), options, description, dict(self.params),
                             Path(self.path) if self.path is not None else None,
-                            tasks, schedule)
+                            tasks, schedule, scheduled_for)
         stages_raw = doc.get("stage")
         if not isinstance(stages_raw, list) or not stages_raw:
             raise self.error("a pipeline needs [[task]] entries, or at least one [[stage]] "
@@ -197,7 +199,7 @@ class _Parser:
             stages.append(self._stage(raw, i, {s.name for s in stages}))
         return Pipeline(name, tuple(stages), options, description, dict(self.params),
                         Path(self.path) if self.path is not None else None,
-                        schedule=schedule)
+                        schedule=schedule, scheduled_for=scheduled_for)
 
     def _schedule(self, doc: Mapping[str, Any]) -> Schedule | None:
         if "schedule" not in doc:
@@ -205,6 +207,19 @@ class _Parser:
         raw = self._table(doc, (), "schedule")
         self._check_keys(raw, ("schedule",), SCHEDULE_KEYS)
         return parse_schedule(raw, lambda msg, key: self.error(msg, ("schedule",), key))
+
+    def _scheduled_for(self, schedule: Schedule | None) -> str | None:
+        """``-p scheduled_for=T``: the time this run is for, in the schedule's timezone."""
+        if "scheduled_date" in self.overrides:
+            raise PipelineError("give -p scheduled_for=DATE_OR_TIME: scheduled_date is its "
+                                "date", path=self.path)
+        text = self.overrides.get("scheduled_for")
+        if text is None:
+            return None
+        try:
+            return scheduled_for_of(text, schedule.timezone if schedule else "UTC")
+        except ValueError as exc:
+            raise PipelineError(f"-p scheduled_for: {exc}", path=self.path) from None
 
     def _top_tasks(self, raw: Any) -> tuple[TaskSpec, ...]:
         if not isinstance(raw, list) or not raw:
@@ -262,8 +277,14 @@ class _Parser:
             if not _NAME.match(key) or not isinstance(value, str | int | float | bool):
                 raise self.error(f"parameter {key!r} must be a name with a string, number or "
                                  "boolean value", ("params",), key)
+            if key in RUN_CONTEXT:
+                raise self.error(f"parameter {key!r} is the time the run is for: it cannot be"
+                                 " declared in [params] (give -p scheduled_for=...)",
+                                 ("params",), key)
             params[key] = value
         for key, text in self.overrides.items():
+            if key in RUN_CONTEXT:
+                continue
             if key not in params:
                 known = ", ".join(sorted(params)) or "none"
                 raise PipelineError(f"unknown parameter {key!r} (the file declares: {known})",
@@ -279,11 +300,16 @@ class _Parser:
         if not isinstance(value, str) or "$" not in value:
             return value
         whole = _PLACEHOLDER.fullmatch(value)
-        if whole and not whole.group(1):
+        if whole and not whole.group(1) and whole.group(2) not in RUN_CONTEXT:
             return self._param(whole.group(2))
-        return _PLACEHOLDER.sub(
-            lambda m: "${" + m.group(2) + "}" if m.group(1) else str(self._param(m.group(2))),
-            value)
+        return _PLACEHOLDER.sub(self._replace, value)
+
+    def _replace(self, match: re.Match[str]) -> str:
+        """One placeholder: a parameter's value, ``$${x}`` the text ``${x}``; the run's time
+        (``${scheduled_for}``, ``${scheduled_date}``) is left for the runner to bind."""
+        if match.group(2) in RUN_CONTEXT:
+            return match.group(0)
+        return "${" + match.group(2) + "}" if match.group(1) else str(self._param(match.group(2)))
 
     def _param(self, name: str) -> Any:
         if name not in self.params:

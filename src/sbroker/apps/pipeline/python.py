@@ -29,6 +29,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeAlias, TypeVar, overload
 
 from sbroker.apps.pipeline import model
+from sbroker.apps.pipeline.intervals import scheduled_for_of
 from sbroker.apps.pipeline.model import CALL_TARGET, PIPELINE_KEY, TASK_KEY
 from sbroker.apps.pipeline.parser import PipelineError, coerce_param
 from sbroker.apps.pipeline.rules import (
@@ -329,7 +330,7 @@ class Pipeline:
             if run_id is None:
                 raise PipelineError(f"no run of pipeline {self.name!r} to resume",
                                     path=self.file, line=self.line)
-        known = {*self.definition().params, *RUN_CONTEXT}  # a parameter since removed: gone
+        known = set(self.definition().params)  # a parameter since removed: gone
         recorded = {k: v for k, v in run_params(broker, run_id).items() if k in known}
         model = self.definition({**recorded, **(params or {})})
         with _executing(broker, model):
@@ -347,14 +348,14 @@ class Pipeline:
         skeleton = self._graph()
         before = ancestors(skeleton)
         inputs, own, defaults = self._params(skeleton, before)
-        values = self._set_params(defaults, params or {}, text)
+        values, scheduled_for = self._set_params(defaults, params or {}, text)
         source = self._source()
         specs = tuple(self._spec(spec, inputs[spec.name], own[spec.name], values, source)
                       for spec in skeleton)
         schedule = self.schedule.schedule if self.schedule is not None else None
         return model.Pipeline(self.name, (), self.options, self.description, values,
                               Path(self.file) if self.file else None, specs, schedule,
-                              source)
+                              source, scheduled_for)
 
     def _graph(self) -> tuple[model.TaskSpec, ...]:
         """The tasks with their ``after`` as names (``map`` included): unknown names and
@@ -410,10 +411,24 @@ class Pipeline:
         return inputs, own, defaults
 
     def _set_params(self, defaults: dict[str, Any], given: Mapping[str, Any],
-                    text: bool) -> dict[str, Any]:
+                    text: bool) -> tuple[dict[str, Any], str | None]:
+        """The parameters' values, and the time the run is for (``scheduled_for``, in the
+        schedule's timezone) when ``given`` sets it."""
         values = dict(defaults)
+        error = _error_at(self.file, self.line)
+        if RUN_CONTEXT[1] in given:
+            raise error("give scheduled_for=DATE_OR_TIME: scheduled_date is its date")
+        scheduled_for = None
+        if given.get(RUN_CONTEXT[0]) is not None:
+            zone = self.schedule.schedule.timezone if self.schedule is not None else "UTC"
+            try:
+                scheduled_for = scheduled_for_of(str(given[RUN_CONTEXT[0]]), zone)
+            except ValueError as exc:
+                raise error(f"scheduled_for: {exc}") from None
         for key, value in given.items():
-            if key not in defaults and key not in RUN_CONTEXT:
+            if key in RUN_CONTEXT:
+                continue
+            if key not in defaults:
                 known = ", ".join(sorted(defaults)) or "none"
                 raise PipelineError(f"unknown parameter {key!r} (pipeline {self.name!r} has: "
                                     f"{known})", path=self.file, line=self.line)
@@ -423,17 +438,14 @@ class Pipeline:
                 raise PipelineError(f"parameter {key!r} must be a JSON value, got "
                                     f"{type(value).__name__}", path=self.file, line=self.line)
             values[key] = value
-        return values
+        return values, scheduled_for
 
     def _spec(self, spec: model.TaskSpec, inputs: tuple[str, ...], own: tuple[str, ...],
               values: Mapping[str, Any], source: str) -> model.TaskSpec:
         task = self._tasks[spec.name]
         kwargs = {PIPELINE_KEY: source, TASK_KEY: task.name, **{p: values[p] for p in own}}
-        given = tuple(p for p in inputs if p in RUN_CONTEXT and p in values)
-        kwargs.update({p: values[p] for p in given})  # -p scheduled_for=... for this run
         return model.TaskSpec(spec.name, PythonTask(CALL_TARGET, **kwargs), spec.line,
-                              spec.after, spec.retry, spec.timeout, spec.map,
-                              tuple(p for p in inputs if p not in given),
+                              spec.after, spec.retry, spec.timeout, spec.map, inputs,
                               code_digest(task.function))
 
     def _source(self) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 
 from croniter import croniter
 
+from sbroker.apps.pipeline.intervals import RUN_CONTEXT
 from sbroker.apps.pipeline.model import DEFAULT_LEASE, Retry, Schedule, TaskSpec
 
 __all__ = ["ITEM", "RESERVED", "RETRY_KEYS", "RUN_CONTEXT", "SCHEDULE_KEYS", "SPARK", "Error",
@@ -21,7 +22,7 @@ __all__ = ["ITEM", "RESERVED", "RETRY_KEYS", "RUN_CONTEXT", "SCHEDULE_KEYS", "SP
            "parse_duration", "parse_lease", "parse_retry", "parse_schedule", "parse_timeout"]
 
 RETRY_KEYS = {"retries", "retry_delay", "retry_backoff", "retry_max_delay", "timeout"}
-SCHEDULE_KEYS = {"every", "cron", "timezone", "catchup", "overlap"}
+SCHEDULE_KEYS = {"every", "cron", "timezone", "catchup", "overlap", "max_active_runs"}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)\s*$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 Error = Callable[[str, str | None], Exception]
@@ -82,7 +83,8 @@ def parse_lease(raw: Mapping[str, Any], error: Error) -> float:
 
 def parse_schedule(raw: Mapping[str, Any], error: Error) -> Schedule:
     """``[schedule]``: exactly one of ``every`` and ``cron`` (five fields), a known
-    ``timezone``, a boolean ``catchup``, ``overlap`` "skip" or "queue"."""
+    ``timezone``, a boolean ``catchup``, ``overlap`` "skip" or "queue", ``max_active_runs``
+    an integer >= 1."""
     if ("every" in raw) == ("cron" in raw):
         raise error("[schedule] needs exactly one of 'every' and 'cron'",
                     "cron" if "cron" in raw else None)
@@ -101,7 +103,11 @@ def parse_schedule(raw: Mapping[str, Any], error: Error) -> Schedule:
     overlap = raw.get("overlap", "skip")
     if overlap not in ("skip", "queue"):
         raise error(f"'overlap' must be \"skip\" or \"queue\", got {overlap!r}", "overlap")
-    return Schedule(every, cron, str(timezone), catchup, overlap)
+    most = raw.get("max_active_runs", 1)
+    if type(most) is not int or most < 1:
+        raise error(f"'max_active_runs' must be an integer >= 1, got {most!r}",
+                    "max_active_runs")
+    return Schedule(every, cron, str(timezone), catchup, overlap, most)
 
 
 def check_cron(cron: object, error: Error) -> str:
@@ -156,7 +162,6 @@ def check_graph(tasks: Sequence[TaskSpec], error: Callable[[str, TaskSpec], Exce
 
 #: What the runner gives a task besides the values of the tasks before it (docs/pipelines.md)
 SPARK, ITEM = "spark", "item"
-RUN_CONTEXT = ("scheduled_for", "scheduled_date")
 RESERVED = frozenset({SPARK, ITEM, *RUN_CONTEXT})
 
 

@@ -85,7 +85,9 @@ def _span(start: str | None, end: str | None) -> str:
 def stored_run_table(run: Mapping[str, Any]) -> Table:
     """The table of a run as ``get_run`` reads it (``sbroker runs show``)."""
     driver = run.get("driver")
-    title = (f"run {run['run_id']} of pipeline {run['pipeline']}: {run['status']}"
+    title = (f"run {run['run_id']} of pipeline {run['pipeline']}"
+             + (f" for {run['scheduled_for']}" if run.get("scheduled_for") else "")
+             + f": {run['status']}"
              + (f", driven by {driver['host']} (pid {driver['pid']})" if driver else
                 ", no live driver (a server takes it over)" if run["status"] == "running"
                 else "")

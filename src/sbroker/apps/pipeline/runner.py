@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from sbroker.apps.pipeline import leases
+from sbroker.apps.pipeline.intervals import bind_task, format_time, run_context, tick_key
 from sbroker.apps.pipeline.listeners import RunListener, listeners_for
 from sbroker.apps.pipeline.mapping import (
     expand_ready,
@@ -32,7 +33,7 @@ from sbroker.apps.pipeline.mapping import (
 )
 from sbroker.apps.pipeline.model import Pipeline, RunStatus, TaskStatus
 from sbroker.apps.pipeline.parser import PipelineError
-from sbroker.apps.pipeline.rules import RUN_CONTEXT
+from sbroker.apps.pipeline.runs import scheduled_for_of_row as _scheduled_for
 from sbroker.apps.pipeline.runstate import (
     AttemptEnd,
     Lease,
@@ -123,30 +124,39 @@ class DurableRunner:
         self._mapped = tuple(s.name for s in pipeline.dag if s.map is not None)
 
     # -- creating and taking up -----------------------------------------------------------------
-    def create(self, tx: Transaction | None = None, *, driven: bool = True) -> RunState:
+    def create(self, tx: Transaction | None = None, *, driven: bool = True,
+               tick: float | None = None, timezone: str | None = None) -> RunState:
         """Record a new run and its tasks (all pending), with a dialog of its own and, when
         ``driven``, its lease held by this process; in ``tx`` when given (a schedule creates
-        its due runs in the transaction of its timer)."""
+        its due runs in the transaction of its timer).  A run of the schedule's ``tick`` is
+        for that tick (in ``timezone``; ``TickTaken`` when the tick has a run); any other
+        for ``-p scheduled_for``, else its start."""
         if tx is None:
             with self.broker.transaction() as own:
-                return self.create(own, driven=driven)
+                return self.create(own, driven=driven, tick=tick, timezone=timezone)
+        now = self.clock.now()
+        scheduled_for = (format_time(tick, timezone or self.pipeline.timezone)
+                         if tick is not None else self.pipeline.scheduled_for
+                         or format_time(now, self.pipeline.timezone))
         handle = open_dialog(self.broker, tx, self.pipeline.name)
         driver = leases.Driver.of(self.broker).row() if driven else None
-        run_id, token = self.store.insert_run(tx, self.pipeline, handle, self.schedule,
-                                              _iso(self.clock.now()), driver)
+        run_id, token = self.store.insert_run(
+            tx, self.pipeline, handle, self.schedule, _iso(now), driver,
+            scheduled_for=scheduled_for, tick=None if tick is None else tick_key(tick))
         for i, spec in enumerate(self.pipeline.dag):
             self.store.insert_task(tx, run_id, spec, i)
         lease = Lease(run_id, token, self.pipeline.options.lease) if driven else None
         return RunState(run_id, self.pipeline, handle,
                         {s.name: TaskState(s) for s in self.pipeline.dag}, lease=lease,
-                        schedule=self.schedule, scheduled_for=_iso(self.clock.now()))
+                        schedule=self.schedule, scheduled_for=scheduled_for)
 
     def resume(self, run_id: int, *, rerun_from: str | None = None,
-               takeover: bool = False) -> RunState:
+               takeover: bool = False, rerun_all: bool = False) -> RunState:
         """Take up run ``run_id`` and its lease (``LeaseHeld`` while a live driver holds it):
         succeeded tasks keep their outcome unless their definition (or one before them)
-        changed, or they come at or after ``rerun_from``; attempts still open are waited
-        for; the rest runs.  A succeeded run with no ``rerun_from`` is only loaded."""
+        changed, or they come at or after ``rerun_from`` (every task: ``rerun_all``);
+        attempts still open are waited for; the rest runs.  A succeeded run with nothing to
+        run again is only loaded.  The run keeps the time it is for."""
         names = {s.name for s in self.pipeline.dag}
         if rerun_from is not None and rerun_from not in names:
             raise PipelineError(f"--from names {rerun_from!r}, which is not a task of pipeline"
@@ -155,11 +165,14 @@ class DurableRunner:
         to_cancel: list[int] = []
         with self.broker.transaction() as tx:
             row = self._run_row(tx, run_id)
-            if row["status"] == RunStatus.SUCCEEDED and rerun_from is None:
+            if row["status"] == RunStatus.SUCCEEDED and rerun_from is None and not rerun_all:
                 return self._load(tx, row)
             lease = leases.acquire(self.broker, tx, run_id, self.pipeline.options.lease)
             handle = row["handle"] or open_dialog(self.broker, tx, self.pipeline.name)
-            state = self._reconcile(tx, run_id, handle, rerun_from, to_cancel)
+            again = {s.name for s in self.pipeline.dag} if rerun_all else set()
+            if rerun_from is not None:
+                again.add(rerun_from)
+            state = self._reconcile(tx, run_id, handle, again, to_cancel)
             self.store.set_run(tx, run_id, RunStatus.RUNNING, None, handle)
             if takeover:  # a cancel asked of the driver that died is still to be done
                 state.cancel_requested = bool(row["cancel_requested"])
@@ -168,7 +181,7 @@ class DurableRunner:
         for log_id in to_cancel:
             cancel_task(self.broker, log_id)
         state.lease, state.resumed, state.takeover = lease, True, takeover
-        state.scheduled_for = row["start_time"]
+        state.schedule, state.scheduled_for = row["schedule"], _scheduled_for(row)
         return state
 
     def _run_row(self, tx: Transaction, run_id: int) -> dict[str, Any]:
@@ -178,11 +191,17 @@ class DurableRunner:
         if row["pipeline"] != self.pipeline.name:
             raise PipelineError(f"run {run_id} is a run of pipeline {row['pipeline']!r}, not of"
                                 f" {self.pipeline.name!r}", path=self.pipeline.path)
+        wanted = self.pipeline.scheduled_for
+        if wanted is not None and wanted != _scheduled_for(row):
+            raise PipelineError(f"run {run_id} is for {_scheduled_for(row)}, and a run resumed"
+                                " keeps the time it is for: drop -p scheduled_for",
+                                path=self.pipeline.path)
         return row
 
     def _load(self, tx: Transaction, row: dict[str, Any]) -> RunState:
         state = RunState(int(row["run_id"]), self.pipeline, row["handle"], {},
-                         RunStatus(row["status"]), resumed=True)
+                         RunStatus(row["status"]), resumed=True, schedule=row["schedule"],
+                         scheduled_for=_scheduled_for(row))
         specs = {s.name: s for s in self.pipeline.dag}
         for task in self.store.tasks(state.run_id, tx):
             spec = specs.get(task["name"]) or instance_spec(specs, task["name"])
@@ -190,15 +209,16 @@ class DurableRunner:
                 state.tasks[task["name"]] = task_from_row(spec, task)
         return state
 
-    def _reconcile(self, tx: Transaction, run_id: int, handle: str, rerun_from: str | None,
+    def _reconcile(self, tx: Transaction, run_id: int, handle: str, rerun_from: set[str],
                    to_cancel: list[int]) -> RunState:
-        """Inside ``tx``: the stored tasks brought to the file's definitions."""
+        """Inside ``tx``: the stored tasks brought to the file's definitions, those of
+        ``rerun_from`` and every task after them to run again."""
         dag = self.pipeline.dag
         stored = {row["name"]: row for row in self.store.tasks(run_id, tx)}
         open_ = self.store.open_attempts(tx, run_id)
         again = {s.name for s in dag if s.name not in stored
                  or stored[s.name]["definition"] != definition(s)}
-        rerun = dependants(dag, again | ({rerun_from} if rerun_from else set()))
+        rerun = dependants(dag, again | rerun_from)
         state = RunState(run_id, self.pipeline, handle, {})
         for i, spec in enumerate(dag):
             row = stored.pop(spec.name, None)
@@ -329,16 +349,6 @@ class DurableRunner:
         record_expansion(self.store, tx, state, done, ended, self._stored)
         return ended
 
-    def _context(self, state: RunState) -> dict[str, Any]:
-        """The run's ``scheduled_for`` and ``scheduled_date``: ``-p`` values, else the
-        run's start time (seconds precision, with its UTC offset)."""
-        params = self.pipeline.params
-        start = dt.datetime.fromisoformat(state.scheduled_for or _iso(self.clock.now()))
-        scheduled = str(params.get("scheduled_for") or
-                        start.replace(microsecond=0).isoformat())
-        return {RUN_CONTEXT[0]: scheduled,
-                RUN_CONTEXT[1]: str(params.get("scheduled_date") or scheduled[:10])}
-
     def _ready(self, state: RunState) -> list[TaskState]:
         ready = state.ready(self.clock.now())
         limit = self.pipeline.options.concurrency
@@ -351,13 +361,14 @@ class DurableRunner:
             return []
         now, handle = self.clock.now(), state.handle
         assert handle is not None
-        context = self._context(state)
+        context = run_context(state.scheduled_for or format_time(now, self.pipeline.timezone))
         for task in ready:
             task.attempts += 1
             values = {n: state.tasks[n].value for n in task.spec.inputs if n in state.tasks}
             sent = attempt_task(task.spec, values, context)
             with self.listener.sending(state, task):  # the executor stops it at its timeout
-                task.log_id = send_task(self.broker, tx, handle, sent, self.pipeline.name,
+                task.log_id = send_task(self.broker, tx, handle, bind_task(sent, context),
+                                        self.pipeline.name,
                                         timeout=task.spec.timeout)
             task.status, task.ended, task.next_attempt = TaskStatus.RUNNING, None, None
             task.deadline = None if task.spec.timeout is None else now + task.spec.timeout

@@ -113,9 +113,9 @@ class RunState:
     cancel_requested: bool = False  # `sbroker runs cancel` asked (heard at a fence)
     takeover: bool = False  # taken over from another driver (a server's takeover)
     schedule: str | None = None  # the schedule that started it, if one did
+    scheduled_for: str | None = None  # the time it is for (docs/pipelines.md): ISO 8601
     started_at: float = field(default_factory=time.monotonic)
     finished_at: float | None = None
-    scheduled_for: str | None = None  # ISO time: the run's start (docs/pipelines.md)
 
     @property
     def ok(self) -> bool:

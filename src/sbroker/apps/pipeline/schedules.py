@@ -1,11 +1,18 @@
-"""Schedules (SPEC §13): a pipeline file started every N seconds or on a cron expression, by
-whichever `sbroker serve` takes the schedule's timer.
+"""Schedules (docs/pipelines.md): a pipeline file started at each tick of ``every = D`` or a
+cron expression, by whichever `sbroker serve` takes the schedule's timer, and its past ticks
+run again by backfills (backfill.py).
 
 Each schedule is a row of ``PipelineSchedules`` and a dialog whose conversation timer is set
-to its next due time.  The process that receives the DialogTimer creates the due runs, moves
+to its next tick.  The process that receives the DialogTimer creates the due runs, moves
 the next due time on and sets the timer again, all in the transaction of that receive: however
 many servers share the database, each due run is created once, and a timer that fell due while
 no server was up fires when one starts.
+
+A tick has one run (``claim``): the live schedule and backfills claim ticks in transactions
+that take the schedule's row first, and the key on (schedule, tick) of ``PipelineRuns``
+refuses a second run of a tick whatever happens.  At most ``max_active_runs`` runs of a
+schedule go at once (``wait_turn``); a tick that finds them going is recorded ``skipped``
+(``overlap = "skip"``) or waits its turn (``"queue"``, and every backfilled run).
 """
 
 from __future__ import annotations
@@ -14,15 +21,19 @@ import contextlib
 import datetime as dt
 import json
 import logging
-import math
-import zoneinfo
-from collections import deque
+import threading
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from croniter import croniter
-
+from sbroker.apps.pipeline.intervals import (
+    MAX_CATCHUP,
+    due_ticks,
+    due_times,
+    format_time,
+    next_after,
+    tick_key,
+)
 from sbroker.apps.pipeline.loading import load_definition
 from sbroker.apps.pipeline.model import Pipeline, Schedule
 from sbroker.apps.pipeline.parser import PipelineError
@@ -33,41 +44,26 @@ from sbroker.core.errors import BrokerError
 from sbroker.engine.api import BrokerAPI
 from sbroker.engine.transaction import Transaction
 
-__all__ = ["MAX_CATCHUP", "SCHEDULE_QUEUE", "SCHEDULE_SERVICE", "add_schedule", "due_times",
-           "fire", "list_schedules", "next_after", "remove_schedule"]
+__all__ = ["MAX_CATCHUP", "SCHEDULE_QUEUE", "SCHEDULE_SERVICE", "add_schedule", "count",
+           "due_times", "fire", "get_schedule", "list_schedules", "next_after",
+           "remove_schedule", "schedule_of", "wait_turn"]
 log = logging.getLogger("sbroker.pipeline")
 SCHEDULE_QUEUE = "QueuePipelineSchedules"
 SCHEDULE_SERVICE = "ServicePipelineSchedules"
-MAX_CATCHUP = 100
+TURN_POLL_SECONDS = 0.5  # how often a run waiting its turn looks again
 
 
-def next_after(schedule: Schedule, t: float) -> float:
-    """The first due time strictly after epoch second ``t``."""
-    if schedule.every is not None:
-        return t + schedule.every
-    assert schedule.cron is not None
-    zone = zoneinfo.ZoneInfo(schedule.timezone)
-    start = dt.datetime.fromtimestamp(t, zone)
-    return float(croniter(schedule.cron, start).get_next(float))
+def schedule_of(row: Mapping[str, Any]) -> Schedule:
+    """The ``Schedule`` of a ``PipelineSchedules`` row."""
+    return Schedule(row["every"], row["cron"], row["timezone"], bool(row["catchup"]),
+                    row["overlap"], int(row["max_active_runs"]))
 
 
-def due_times(schedule: Schedule, next_due: float, now: float) -> tuple[list[float], float]:
-    """The runs due by ``now`` (every missed one, the last ``MAX_CATCHUP``, with
-    ``catchup``; else only the latest) and the next due time after them."""
-    if next_due > now:
-        return [], next_due
-    keep = MAX_CATCHUP if schedule.catchup else 1
-    if schedule.every is not None:
-        missed = math.floor((now - next_due) / schedule.every)
-        fires = [next_due + i * schedule.every for i in range(max(0, missed - keep + 1),
-                                                             missed + 1)]
-        return fires, next_due + (missed + 1) * schedule.every
-    due: deque[float] = deque(maxlen=keep)
-    t = next_due
-    while t <= now:
-        due.append(t)
-        t = next_after(schedule, t)
-    return list(due), t
+def count(broker: BrokerAPI, tx: Transaction, schedule: str, outcome: str, n: int = 1) -> None:
+    """Inside ``tx``: ``sbroker_schedule_runs_total{schedule, outcome}`` goes up by ``n``."""
+    if n:
+        tx.execute(statements(broker, "sbroker.apps.pipeline").count_schedule_runs,
+                   (schedule, outcome, n))
 
 
 def _install(broker: BrokerAPI) -> None:
@@ -106,7 +102,7 @@ def add_schedule(broker: BrokerAPI, pipeline: Pipeline, *, overrides: Mapping[st
             pipeline.name, pipeline.source or str(pipeline.path.resolve() if pipeline.path
                                                   else ""),
             json.dumps(dict(overrides)), schedule.every, schedule.cron, schedule.timezone,
-            int(schedule.catchup), schedule.overlap, next_due, handle,
+            int(schedule.catchup), schedule.overlap, schedule.max_active_runs, next_due, handle,
             dt.datetime.now(dt.UTC).isoformat()))
     [row] = [r for r in list_schedules(broker) if r["name"] == pipeline.name]
     return row
@@ -135,9 +131,19 @@ def _row(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def get_schedule(broker: BrokerAPI, name: str) -> dict[str, Any] | None:
+    """The row of schedule ``name`` (``params`` as JSON text), or None."""
+    if SCHEDULE_QUEUE not in broker.catalog.queues:
+        return None
+    rows = read_dicts(broker, statements(broker, "sbroker.apps.pipeline").schedule_by_name,
+                      (name,))
+    return rows[0] if rows else None
+
+
 def list_schedules(broker: BrokerAPI) -> list[dict[str, Any]]:
     """Every schedule: ``name``, ``file``, ``params``, ``every`` (seconds), ``cron``,
-    ``timezone``, ``catchup``, ``overlap``, ``next_due`` (ISO 8601, UTC)."""
+    ``timezone``, ``catchup``, ``overlap``, ``max_active_runs``, ``next_due`` (ISO 8601,
+    UTC)."""
     if SCHEDULE_QUEUE not in broker.catalog.queues:
         return []
     return [_row(r) for r in read_dicts(broker, statements(broker, "sbroker.apps.pipeline")
@@ -146,8 +152,9 @@ def list_schedules(broker: BrokerAPI) -> list[dict[str, Any]]:
 
 def fire(broker: BrokerAPI, tx: Transaction, handle: str) -> list[RunState]:
     """Inside the transaction that received the DialogTimer of dialog ``handle``: create
-    the due runs (or record them skipped), move the next due time on, set the timer again.
-    Returns the runs to drive once the transaction committed."""
+    the due runs (or record them skipped, and count the ticks dropped), move the next due
+    time on, set the timer again.  Returns the runs to drive once the transaction
+    committed."""
     q = statements(broker, "sbroker.apps.pipeline")
     rows = dicts(tx.execute(q.schedule_by_handle, (handle,)))
     if not rows:  # removed meanwhile
@@ -155,26 +162,50 @@ def fire(broker: BrokerAPI, tx: Transaction, handle: str) -> list[RunState]:
             tx.end_conversation(handle)
         return []
     row = rows[0]
-    name, file, params, overlap = row["name"], row["file"], row["params"], row["overlap"]
-    schedule = Schedule(row["every"], row["cron"], row["timezone"], bool(row["catchup"]),
-                        overlap)
+    name, schedule = row["name"], schedule_of(row)
     now = broker.clock.now()
-    fires, following = due_times(schedule, float(row["next_due"]), now)
-    tx.execute(q.set_next_due, (following, name))
+    fires, following, missed = due_ticks(schedule, float(row["next_due"]), now)
+    tx.execute(q.set_next_due, (following, name))  # first write: the schedule's row is ours
     tx.begin_conversation_timer(handle, max(0.001, following - now))
+    count(broker, tx, name, "missed", missed)
     if not fires:
         return []
     try:
-        pipeline = load_definition(file, json.loads(params or "{}"))
+        pipeline = load_definition(row["file"], json.loads(row["params"] or "{}"))
     except PipelineError as exc:
         log.error("schedule %s: cannot load its pipeline: %s", name, exc)
         return []
     runs: list[RunState] = []
     going = int(dicts(tx.execute(q.running_runs_of_schedule, (name,)))[0]["runs"])
-    for _ in fires:
-        if overlap == "skip" and (going or runs):
-            stamp = dt.datetime.fromtimestamp(now, dt.UTC).isoformat()
-            tx.execute(q.insert_skipped_run, (pipeline.name, file, params, stamp, stamp, name))
+    for tick in fires:
+        taken = dicts(tx.execute(q.tick_run, (name, tick_key(tick))))
+        if taken:
+            why = f"the tick has run {taken[0]['run_id']} already"
+        elif schedule.overlap == "skip" and going + len(runs) >= schedule.max_active_runs:
+            why = (f"{schedule.max_active_runs} run(s) of the schedule were still going"
+                   " (max_active_runs)")
+        else:
+            runs.append(DurableRunner(broker, pipeline, schedule=name).create(
+                tx, tick=tick, timezone=schedule.timezone))
             continue
-        runs.append(DurableRunner(broker, pipeline, schedule=name).create(tx))
+        stamp = dt.datetime.fromtimestamp(now, dt.UTC).isoformat()
+        tx.execute(q.insert_skipped_run, (pipeline.name, row["file"], row["params"], stamp,
+                                          stamp, name, format_time(tick, schedule.timezone),
+                                          tick_key(tick), why))
+        count(broker, tx, name, "skipped")
+    count(broker, tx, name, "started", len(runs))
     return runs
+
+
+def wait_turn(runner: DurableRunner, state: RunState, stop: threading.Event) -> bool:
+    """A run of a schedule waits, keeping its lease, while its schedule's
+    ``max_active_runs`` runs are running ahead of it (``overlap = "queue"``, backfills);
+    False when ``stop`` is set meanwhile (the run is handed back for another driver)."""
+    if state.schedule is None:
+        return True
+    while not state.cancel_requested and runner.store.must_wait(state.run_id):
+        if stop.wait(TURN_POLL_SECONDS):
+            runner.hand_back(state)
+            return False
+        runner.renew(state)
+    return True

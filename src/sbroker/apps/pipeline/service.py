@@ -19,7 +19,7 @@ from sbroker.apps.pipeline.model import Pipeline
 from sbroker.apps.pipeline.parser import PipelineError
 from sbroker.apps.pipeline.runner import DurableRunner
 from sbroker.apps.pipeline.runstate import RunState
-from sbroker.apps.pipeline.schedules import SCHEDULE_QUEUE, fire
+from sbroker.apps.pipeline.schedules import SCHEDULE_QUEUE, fire, wait_turn
 from sbroker.apps.pipeline.store import RunStore
 from sbroker.core import messages as m
 from sbroker.core import threads
@@ -169,7 +169,7 @@ class PipelineService:
     def _drive(self, runner: DurableRunner, state: RunState) -> None:
         try:
             _importable(runner.pipeline)
-            if self._wait_turn(runner, state):
+            if wait_turn(runner, state, self._stop):
                 runner.drive(state, self._stop)
         except LeaseLost:
             log.warning("run %s: another process drives it now; letting it go", state.run_id)
@@ -178,15 +178,3 @@ class PipelineService:
         finally:
             with self._lock:
                 self._drivers.pop(state.run_id, None)
-
-    def _wait_turn(self, runner: DurableRunner, state: RunState) -> bool:
-        """A scheduled run waits while an earlier run of its schedule goes (overlap =
-        "queue"), keeping its lease; False when the server stops meanwhile."""
-        if runner.schedule is None:
-            return True
-        while self.store.earlier_running(runner.schedule, state.run_id):
-            if self._stop.wait(POLL_SECONDS):
-                runner.hand_back(state)
-                return False
-            runner.renew(state)
-        return True

@@ -4,20 +4,32 @@
 
 -- name: insert_run
 -- A run driven by the process that records it: its lease taken at once (token 1).
--- Params: pipeline, file, params (JSON), start time, scheduler handle, schedule, lease
--- session, driver host, driver pid, lease seconds, lease seconds.
-INSERT INTO PipelineRuns(Pipeline, File, Params, Status, StartTime, SchedulerHandle, Schedule,
-    LeaseToken, LeaseSession, DriverHost, DriverPid, LeaseSeconds, LeaseExpires)
-VALUES (?, ?, ?, 'running', ?, ?, ?, 1, ?, ?, ?, ?,
+-- A run of a schedule's tick (Tick not NULL) that the tick has already is not recorded (no
+-- row; the key PipelineRuns_tick); its Turn comes after every run of its schedule's.
+-- Params: pipeline, file, params (JSON), start time, scheduler handle, scheduled for, tick,
+-- schedule, schedule, schedule, lease session, driver host, driver pid, lease seconds, lease
+-- seconds.
+INSERT INTO PipelineRuns(Pipeline, File, Params, Status, StartTime, SchedulerHandle,
+    ScheduledFor, Tick, Schedule, Turn, LeaseToken, LeaseSession, DriverHost, DriverPid,
+    LeaseSeconds, LeaseExpires)
+VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?,
+    CASE WHEN ? IS NULL THEN NULL ELSE
+        (SELECT coalesce(max(Turn), 0) + 1 FROM PipelineRuns WHERE Schedule = ?) END,
+    1, ?, ?, ?, ?,
     (julianday('now') - 2440587.5) * 86400.0 + ?)
+ON CONFLICT DO NOTHING
 RETURNING RunID AS run_id, LeaseToken AS lease_token
 
 -- name: insert_submitted_run
--- A run no process drives yet (`sbroker run --submit`): the first server to look takes it.
--- Params: pipeline, file, params (JSON), start time, scheduler handle, lease seconds.
+-- A run no process drives yet (`sbroker run --submit`, `schedule backfill --submit`): the
+-- first server to look takes it. Params: pipeline, file, params (JSON), start time,
+-- scheduler handle, scheduled for, tick, schedule, schedule, schedule, lease seconds.
 INSERT INTO PipelineRuns(Pipeline, File, Params, Status, StartTime, SchedulerHandle,
-    LeaseSeconds)
-VALUES (?, ?, ?, 'running', ?, ?, ?)
+    ScheduledFor, Tick, Schedule, Turn, LeaseSeconds)
+VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?,
+    CASE WHEN ? IS NULL THEN NULL ELSE
+        (SELECT coalesce(max(Turn), 0) + 1 FROM PipelineRuns WHERE Schedule = ?) END, ?)
+ON CONFLICT DO NOTHING
 RETURNING RunID AS run_id, LeaseToken AS lease_token
 
 -- name: run_by_id
@@ -27,6 +39,7 @@ SELECT RunID AS run_id, Pipeline AS pipeline, File AS file, Params AS params,
     SchedulerHandle AS handle, Schedule AS schedule, LeaseToken AS lease_token,
     LeaseSession AS lease_session, LeaseSeconds AS lease_seconds, DriverHost AS driver_host,
     DriverPid AS driver_pid, Takeovers AS takeovers, CancelRequested AS cancel_requested,
+    ScheduledFor AS scheduled_for, Tick AS tick, Turn AS turn,
     (COALESCE(LeaseExpires, 0) > (julianday('now') - 2440587.5) * 86400.0
      AND EXISTS (SELECT 1 FROM dm_broker_sessions s WHERE s.session_id = LeaseSession))
         AS live
@@ -41,12 +54,12 @@ SELECT count(*) AS runs FROM PipelineRuns WHERE Pipeline = ? AND Status <> 'skip
 
 -- name: list_runs
 SELECT RunID AS run_id, Pipeline AS pipeline, Status AS status, StartTime AS start_time,
-    EndTime AS end_time FROM PipelineRuns
+    EndTime AS end_time, ScheduledFor AS scheduled_for FROM PipelineRuns
 ORDER BY RunID DESC LIMIT ?
 
 -- name: list_runs_of
 SELECT RunID AS run_id, Pipeline AS pipeline, Status AS status, StartTime AS start_time,
-    EndTime AS end_time FROM PipelineRuns WHERE Pipeline = ?
+    EndTime AS end_time, ScheduledFor AS scheduled_for FROM PipelineRuns WHERE Pipeline = ?
 ORDER BY RunID DESC LIMIT ?
 
 -- name: set_run
@@ -149,32 +162,33 @@ WHERE a.RunID = ? ORDER BY a.LogID
 -- Schedules (migration 0012): one row and one dialog (its conversation timer) each.
 
 -- name: upsert_schedule
--- Params: name, file, params (JSON), every, cron, timezone, catchup, overlap, next due,
--- dialog handle, created time.
+-- Params: name, file, params (JSON), every, cron, timezone, catchup, overlap, max active
+-- runs, next due, dialog handle, created time.
 INSERT INTO PipelineSchedules(Name, File, Params, Every, Cron, Timezone, Catchup, Overlap,
-    NextDue, Handle, CreatedTime)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    MaxActiveRuns, NextDue, Handle, CreatedTime)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (Name) DO UPDATE SET File = excluded.File, Params = excluded.Params,
     Every = excluded.Every, Cron = excluded.Cron, Timezone = excluded.Timezone,
-    Catchup = excluded.Catchup, Overlap = excluded.Overlap, NextDue = excluded.NextDue,
+    Catchup = excluded.Catchup, Overlap = excluded.Overlap,
+    MaxActiveRuns = excluded.MaxActiveRuns, NextDue = excluded.NextDue,
     Handle = excluded.Handle
 
 -- name: schedule_by_name
 SELECT Name AS name, File AS file, Params AS params, Every AS every, Cron AS cron,
-    Timezone AS timezone, Catchup AS catchup, Overlap AS overlap, NextDue AS next_due,
-    Handle AS handle
+    Timezone AS timezone, Catchup AS catchup, Overlap AS overlap,
+    MaxActiveRuns AS max_active_runs, NextDue AS next_due, Handle AS handle
 FROM PipelineSchedules WHERE Name = ?
 
 -- name: schedule_by_handle
 SELECT Name AS name, File AS file, Params AS params, Every AS every, Cron AS cron,
-    Timezone AS timezone, Catchup AS catchup, Overlap AS overlap, NextDue AS next_due,
-    Handle AS handle
+    Timezone AS timezone, Catchup AS catchup, Overlap AS overlap,
+    MaxActiveRuns AS max_active_runs, NextDue AS next_due, Handle AS handle
 FROM PipelineSchedules WHERE Handle = ?
 
 -- name: list_schedules
 SELECT Name AS name, File AS file, Params AS params, Every AS every, Cron AS cron,
-    Timezone AS timezone, Catchup AS catchup, Overlap AS overlap, NextDue AS next_due,
-    Handle AS handle
+    Timezone AS timezone, Catchup AS catchup, Overlap AS overlap,
+    MaxActiveRuns AS max_active_runs, NextDue AS next_due, Handle AS handle
 FROM PipelineSchedules ORDER BY Name
 
 -- name: set_next_due
@@ -186,12 +200,45 @@ DELETE FROM PipelineSchedules WHERE Name = ?
 -- name: running_runs_of_schedule
 SELECT count(*) AS runs FROM PipelineRuns WHERE Schedule = ? AND Status = 'running'
 
--- name: earlier_running_runs
--- Runs of the schedule still going that came before run RunID (overlap = "queue" waits).
-SELECT count(*) AS runs FROM PipelineRuns WHERE Schedule = ? AND Status = 'running' AND RunID < ?
+-- name: runs_ahead
+-- A run of a schedule goes when fewer than its max_active_runs runs of the schedule are
+-- running ahead of it (an earlier Turn); it waits meanwhile (overlap = "queue", backfills).
+-- A run whose schedule was removed goes one at a time.
+SELECT (SELECT count(*) FROM PipelineRuns r
+        WHERE r.Schedule = me.Schedule AND r.Status = 'running' AND r.Turn < me.Turn) AS ahead,
+    coalesce((SELECT s.MaxActiveRuns FROM PipelineSchedules s WHERE s.Name = me.Schedule), 1)
+        AS most
+FROM PipelineRuns me WHERE me.RunID = ?
 
 -- name: insert_skipped_run
--- A due run not started (its previous run still going, overlap = "skip"). Params: pipeline,
--- file, params (JSON), time, schedule.
-INSERT INTO PipelineRuns(Pipeline, File, Params, Status, StartTime, EndTime, Schedule, Error)
-VALUES (?, ?, ?, 'skipped', ?, ?, ?, 'the previous run of the schedule was still going')
+-- A tick not run: max_active_runs runs of the schedule going (overlap = "skip"), or the tick
+-- has a run already. Params: pipeline, file, params (JSON), time, time, schedule, scheduled
+-- for, tick, why.
+INSERT INTO PipelineRuns(Pipeline, File, Params, Status, StartTime, EndTime, Schedule,
+    ScheduledFor, Tick, Error)
+VALUES (?, ?, ?, 'skipped', ?, ?, ?, ?, ?, ?)
+
+-- Scheduled data (migration 0016): the ticks a schedule's runs are for, claimed once.
+
+-- name: lock_schedule
+-- First in a transaction that claims ticks of the schedule or counts its runs in flight:
+-- such transactions go one at a time (SQLite: the write lock; PostgreSQL: the row's lock).
+UPDATE PipelineSchedules SET MaxActiveRuns = MaxActiveRuns WHERE Name = ?
+
+-- name: tick_run
+-- The run of a tick of the schedule (not a `skipped` record), if it has one.
+SELECT RunID AS run_id, Status AS status, ScheduledFor AS scheduled_for, File AS file,
+    Params AS params FROM PipelineRuns
+WHERE Schedule = ? AND Tick = ? AND Status <> 'skipped'
+
+-- name: requeue_run
+-- A run of a schedule run again (a backfill's reprocess): its turn after every other's.
+UPDATE PipelineRuns SET Turn = (SELECT coalesce(max(Turn), 0) + 1 FROM PipelineRuns
+                                WHERE Schedule = ?)
+WHERE RunID = ?
+
+-- name: count_schedule_runs
+-- sbroker_schedule_runs_total{schedule, outcome}. Params: schedule, outcome, how many.
+INSERT INTO PipelineScheduleCounters(Schedule, Outcome, Total) VALUES (?, ?, ?)
+ON CONFLICT (Schedule, Outcome)
+DO UPDATE SET Total = PipelineScheduleCounters.Total + excluded.Total

@@ -15,11 +15,17 @@ from sbroker.apps.pipeline.model import Pipeline, RunStatus, TaskSpec, TaskStatu
 from sbroker.apps.pipeline.runstate import TaskState
 from sbroker.apps.pipeline.values import definition
 from sbroker.apps.sql import dicts, statements
+from sbroker.core.errors import BrokerError
 from sbroker.engine.api import BrokerAPI
 from sbroker.engine.transaction import Transaction
 from sbroker.storage.queries import Queries
 
-__all__ = ["RunStore"]
+__all__ = ["RunStore", "TickTaken"]
+
+
+class TickTaken(BrokerError):
+    """The tick of the schedule has a run already (a tick is run once: docs/pipelines.md,
+    "Data intervals and backfills")."""
 
 
 class RunStore:
@@ -55,9 +61,11 @@ class RunStore:
         """How many runs ``pipeline`` has (skipped schedule ticks aside)."""
         return int(self._read(self.sql.run_count, (pipeline,))[0]["runs"])
 
-    def earlier_running(self, schedule: str, run_id: int) -> bool:
-        """Whether a run of ``schedule`` before ``run_id`` is still running."""
-        return bool(self._read(self.sql.earlier_running_runs, (schedule, run_id))[0]["runs"])
+    def must_wait(self, run_id: int) -> bool:
+        """Whether run ``run_id`` of a schedule waits its turn: its schedule's
+        ``max_active_runs`` runs are running ahead of it."""
+        rows = self._read(self.sql.runs_ahead, (run_id,))
+        return bool(rows) and int(rows[0]["ahead"]) >= int(rows[0]["most"])
 
     def takeable(self) -> list[dict[str, Any]]:
         """Running runs that no live driver holds (submitted, handed back, or orphaned)."""
@@ -65,18 +73,22 @@ class RunStore:
 
     def insert_run(self, tx: Transaction, pipeline: Pipeline, handle: str,
                    schedule: str | None, start: str,
-                   driver: tuple[int, str, int] | None) -> tuple[int, int]:
+                   driver: tuple[int, str, int] | None, *, scheduled_for: str,
+                   tick: int | None = None) -> tuple[int, int]:
         """A new run, its lease held by ``driver`` (session, host, pid) or by none (a
-        submitted run); its id and lease token."""
+        submitted run), for ``scheduled_for`` (of ``schedule``'s ``tick``, if given); its
+        id and lease token.  ``TickTaken`` when the tick has a run already."""
         file = pipeline.source or str(pipeline.path.resolve() if pipeline.path else "")
         common = (pipeline.name, file,
-                  json.dumps(dict(pipeline.params), default=str), start, handle)
+                  json.dumps(dict(pipeline.params), default=str), start, handle,
+                  scheduled_for, tick, schedule, schedule, schedule)
         lease = pipeline.options.lease
         if driver is None:
             rows = dicts(tx.execute(self.sql.insert_submitted_run, (*common, lease)))
         else:
-            rows = dicts(tx.execute(self.sql.insert_run, (*common, schedule, *driver, lease,
-                                                          lease)))
+            rows = dicts(tx.execute(self.sql.insert_run, (*common, *driver, lease, lease)))
+        if not rows:
+            raise TickTaken(f"tick {scheduled_for} of schedule {schedule!r} has a run already")
         return int(rows[0]["run_id"]), int(rows[0]["lease_token"])
 
     def set_run(self, tx: Transaction, run_id: int, status: RunStatus, end: str | None,

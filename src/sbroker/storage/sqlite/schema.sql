@@ -10,6 +10,12 @@ CREATE INDEX PipelineRuns_pipeline ON PipelineRuns(Pipeline, RunID);
 -- index PipelineRuns_running
 CREATE INDEX PipelineRuns_running ON PipelineRuns(RunID) WHERE Status = 'running';
 
+-- index PipelineRuns_schedule
+CREATE INDEX PipelineRuns_schedule ON PipelineRuns(Schedule, Turn) WHERE Status = 'running';
+
+-- index PipelineRuns_tick
+CREATE UNIQUE INDEX PipelineRuns_tick ON PipelineRuns(Schedule, Tick) WHERE Tick IS NOT NULL AND Status <> 'skipped';
+
 -- index ix_poison_message_details
 CREATE INDEX ix_poison_message_details ON poison_message_details(conversation_handle);
 
@@ -59,10 +65,13 @@ CREATE TABLE PipelineAttempts ( LogID INTEGER PRIMARY KEY, RunID INTEGER NOT NUL
 CREATE TABLE PipelineRunTasks ( RunID INTEGER NOT NULL, Name TEXT NOT NULL, Position INTEGER NOT NULL, After TEXT NOT NULL DEFAULT '[]', Definition TEXT NOT NULL, Status TEXT NOT NULL DEFAULT 'pending', Attempts INTEGER NOT NULL DEFAULT 0, Failures INTEGER NOT NULL DEFAULT 0, NextAttempt REAL, StartTime TEXT, EndTime TEXT, Value TEXT, Error TEXT, PRIMARY KEY (RunID, Name) );
 
 -- table PipelineRuns
-CREATE TABLE PipelineRuns ( RunID INTEGER PRIMARY KEY AUTOINCREMENT, Pipeline TEXT NOT NULL, File TEXT, Params TEXT NOT NULL DEFAULT '{}', Status TEXT NOT NULL DEFAULT 'running', StartTime TEXT NOT NULL, EndTime TEXT, SchedulerHandle TEXT, Schedule TEXT, Error TEXT , LeaseToken INTEGER NOT NULL DEFAULT 0, LeaseSession INTEGER, LeaseExpires REAL, LeaseSeconds REAL NOT NULL DEFAULT 30, DriverHost TEXT, DriverPid INTEGER, Takeovers INTEGER NOT NULL DEFAULT 0, CancelRequested INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE PipelineRuns ( RunID INTEGER PRIMARY KEY AUTOINCREMENT, Pipeline TEXT NOT NULL, File TEXT, Params TEXT NOT NULL DEFAULT '{}', Status TEXT NOT NULL DEFAULT 'running', StartTime TEXT NOT NULL, EndTime TEXT, SchedulerHandle TEXT, Schedule TEXT, Error TEXT , LeaseToken INTEGER NOT NULL DEFAULT 0, LeaseSession INTEGER, LeaseExpires REAL, LeaseSeconds REAL NOT NULL DEFAULT 30, DriverHost TEXT, DriverPid INTEGER, Takeovers INTEGER NOT NULL DEFAULT 0, CancelRequested INTEGER NOT NULL DEFAULT 0, ScheduledFor TEXT, Tick INTEGER, Turn INTEGER);
+
+-- table PipelineScheduleCounters
+CREATE TABLE PipelineScheduleCounters ( Schedule TEXT NOT NULL, Outcome TEXT NOT NULL, Total INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (Schedule, Outcome) );
 
 -- table PipelineSchedules
-CREATE TABLE PipelineSchedules ( Name TEXT PRIMARY KEY, File TEXT NOT NULL, Params TEXT NOT NULL DEFAULT '{}', Every REAL, Cron TEXT, Timezone TEXT NOT NULL DEFAULT 'UTC', Catchup INTEGER NOT NULL DEFAULT 0, Overlap TEXT NOT NULL DEFAULT 'skip', NextDue REAL NOT NULL, Handle TEXT, CreatedTime TEXT NOT NULL );
+CREATE TABLE PipelineSchedules ( Name TEXT PRIMARY KEY, File TEXT NOT NULL, Params TEXT NOT NULL DEFAULT '{}', Every REAL, Cron TEXT, Timezone TEXT NOT NULL DEFAULT 'UTC', Catchup INTEGER NOT NULL DEFAULT 0, Overlap TEXT NOT NULL DEFAULT 'skip', NextDue REAL NOT NULL, Handle TEXT, CreatedTime TEXT NOT NULL , MaxActiveRuns INTEGER NOT NULL DEFAULT 1);
 
 -- table Schedulers
 CREATE TABLE Schedulers ( SchedulerHandle TEXT PRIMARY KEY, ConversationId TEXT NOT NULL, Name TEXT NOT NULL, Priority INTEGER NOT NULL DEFAULT 5, CreatedTime TEXT NOT NULL );
