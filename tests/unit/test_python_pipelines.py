@@ -100,16 +100,19 @@ def test_parameters_are_the_keyword_parameters_with_defaults_set_by_name() -> No
 
 
 def test_the_runs_scheduled_time_is_a_parameter_every_pipeline_has() -> None:
-    pipe = sbroker.Pipeline("daily")
+    pipe = sbroker.Pipeline("daily", schedule=sbroker.Cron("0 2 * * *", timezone="Europe/Paris"))
 
     @pipe.task()
     def extract(spark: Any, scheduled_date: str, scheduled_for: str) -> None: ...
 
     model = pipe.definition()
     assert model.dag[0].inputs == ("scheduled_date", "scheduled_for")
-    given = pipe.definition({"scheduled_for": "2026-01-02T00:00:00+00:00"})
-    assert given.dag[0].inputs == ("scheduled_date",)
-    assert given.dag[0].task.kwargs["scheduled_for"] == "2026-01-02T00:00:00+00:00"  # type: ignore[union-attr]
+    assert model.scheduled_for is None and model.params == {}
+    given = pipe.definition({"scheduled_for": "2026-01-02"}, text=True)
+    assert given.dag[0].inputs == ("scheduled_date", "scheduled_for")  # given at send time
+    assert given.scheduled_for == "2026-01-02T00:00:00+01:00"
+    with pytest.raises(sbroker.PipelineError, match="scheduled_date is its date"):
+        pipe.definition({"scheduled_date": "2026-01-02"})
 
 
 def test_values_come_from_tasks_before_directly_or_not_and_after_takes_names() -> None:

@@ -155,3 +155,32 @@ def test_schedule_a_python_pipeline(tmp_path: Path) -> None:
     [row] = json.loads(out)
     assert (row["name"], row["file"], row["every"], row["params"]) == (
         "shop", f"{path.resolve()}:pipe", 900.0, {"month": "2027-03"})
+
+
+DAILY = '''
+import sbroker
+
+pipe = sbroker.Pipeline("daily_py", schedule=sbroker.Cron("0 2 * * *"))
+
+
+@pipe.task()
+def day(scheduled_date, scheduled_for):
+    return [scheduled_date, scheduled_for]
+'''
+
+
+def test_a_python_pipelines_schedule_backfills_its_ticks(tmp_path: Path) -> None:
+    db, path = str(tmp_path / "runs.db"), flow(tmp_path, DAILY, name="daily_cli.py")
+    assert cli("--db", db, "schedule", "add", f"{path}:pipe")[0] == 0
+    code, out, err = cli("--db", db, "schedule", "backfill", "daily_py", "--from",
+                         "2026-01-01", "--to", "2026-01-03")
+    assert code == 0, (out, err)
+    _, out, _ = cli("--db", db, "runs", "--json")
+    values = []
+    for run in sorted(json.loads(out), key=lambda r: r["scheduled_for"]):
+        _, shown, _ = cli("--db", db, "runs", "show", str(run["run_id"]), "--json")
+        values.append(json.loads(shown)["tasks"][0]["value"])
+    assert values == [["2026-01-01", "2026-01-01T02:00:00+00:00"],
+                      ["2026-01-02", "2026-01-02T02:00:00+00:00"]]
+    code, _, err = cli("--db", db, "run", f"{path}:pipe", "-p", "scheduled_for=2026-02-03")
+    assert code == 0, err
