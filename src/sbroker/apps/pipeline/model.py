@@ -137,8 +137,8 @@ class Pipeline:
     path: Path | None = None
     tasks: tuple[TaskSpec, ...] = ()
     schedule: Schedule | None = None
-    source: str | None = None  # a Python pipeline's "FILE.py:ATTR" or "module:attr"
     scheduled_for: str | None = None
+    source: str | None = None  # a Python pipeline's "FILE.py:ATTR" or "module:attr"
 
     @property
     def timezone(self) -> str:

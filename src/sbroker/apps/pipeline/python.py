@@ -355,7 +355,7 @@ class Pipeline:
         schedule = self.schedule.schedule if self.schedule is not None else None
         return model.Pipeline(self.name, (), self.options, self.description, values,
                               Path(self.file) if self.file else None, specs, schedule,
-                              source, scheduled_for)
+                              scheduled_for=scheduled_for, source=source)
 
     def _graph(self) -> tuple[model.TaskSpec, ...]:
         """The tasks with their ``after`` as names (``map`` included): unknown names and
