@@ -3,6 +3,7 @@ run's throwaway PostgreSQL server (``postgres``: started on first use, stopped a
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,6 +11,17 @@ import pytest
 from support.postgres import RunServer
 
 import sbroker
+
+
+@pytest.fixture
+def own_imports(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """What a test imports and puts on ``sys.path`` (pipeline files it loads) is gone
+    after it: ``pytestmark = pytest.mark.usefixtures("own_imports")``."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    before = set(sys.modules)
+    yield
+    for name in set(sys.modules) - before:
+        del sys.modules[name]
 
 
 @pytest.fixture

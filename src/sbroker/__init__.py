@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from sbroker.apps.pipeline.parser import PipelineError
+from sbroker.apps.pipeline.python import Cron, Every, Pipeline
 from sbroker.apps.scheduler import Scheduler
 from sbroker.apps.spark import (
     PythonTask,
@@ -54,13 +56,17 @@ __all__ = [
     "ContractViolationError",
     "ConversationNotFoundError",
     "ConversationStateError",
+    "Cron",
     "DatabaseError",
     "DuplicateError",
+    "Every",
     "FakeClock",
     "Instrumentation",
     "InvalidArgumentError",
     "Message",
     "NotFoundError",
+    "Pipeline",
+    "PipelineError",
     "PythonTask",
     "QueueDisabledError",
     "QueueStreamedError",

@@ -51,8 +51,9 @@ Opener = Callable[["Pipeline"], contextlib.AbstractContextManager[Broker]]
 def run(ctx: click.Context, file: str, params: tuple[str, ...], resume: str | None,
         rerun_from: str | None, submit: bool, readers: int | None, no_executor: bool,
         local: bool, verbose: bool, spark_master: str | None, spark_remote: str | None) -> None:
-    """Run a pipeline FILE (TOML) through the task scheduler, as a durable run that
-    `--resume` takes up where it stopped."""
+    """Run a pipeline FILE (TOML), or a Python pipeline FILE.py:ATTR or module:attr,
+    through the task scheduler, as a durable run that `--resume` takes up where it
+    stopped."""
     from sbroker.apps.pipeline.command import (
         EXIT_INTERRUPTED,
         LATEST,

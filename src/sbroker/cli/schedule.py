@@ -37,8 +37,10 @@ def schedule() -> None:
 @fail_cleanly
 def schedule_add(ctx: click.Context, file: str, params: tuple[str, ...], every: str | None,
                  cron: str | None) -> None:
-    """Schedule pipeline FILE by its [schedule], or by --every / --cron (it replaces a
-    schedule of the same pipeline name)."""
+    """Schedule pipeline FILE (TOML, or a Python pipeline FILE.py:ATTR or module:attr) by
+    its schedule, or by --every / --cron (it replaces a schedule of the same pipeline
+    name)."""
+    from sbroker.apps.pipeline.loading import is_python_target, load_python_pipeline
     from sbroker.apps.pipeline.parser import (
         PipelineError,
         load_pipeline,
@@ -56,7 +58,8 @@ def schedule_add(ctx: click.Context, file: str, params: tuple[str, ...], every: 
         if cron is not None:
             check_cron(cron, lambda msg, key: PipelineError(msg.replace("'cron'", "--cron")))
         overrides = parse_param_overrides(list(params))
-        pipeline = load_pipeline(file, overrides)
+        pipeline = (load_python_pipeline(file, overrides) if is_python_target(file)
+                    else load_pipeline(file, overrides))
         with open_broker(ctx, create=True) as b:
             row = add_schedule(b, pipeline, overrides=overrides, every=seconds, cron=cron)
     except PipelineError as exc:

@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from sbroker.apps.pipeline.control import cancel_run, wait_run
 from sbroker.apps.pipeline.intervals import format_time, parse_time, tick_key, ticks_between
 from sbroker.apps.pipeline.leases import LeaseHeld
+from sbroker.apps.pipeline.loading import load_definition
 from sbroker.apps.pipeline.model import Pipeline, RunStatus, Schedule
-from sbroker.apps.pipeline.parser import PipelineError, load_pipeline
+from sbroker.apps.pipeline.parser import PipelineError
 from sbroker.apps.pipeline.runner import DurableRunner
 from sbroker.apps.pipeline.runstate import RunState
 from sbroker.apps.pipeline.schedules import count, get_schedule, schedule_of, wait_turn
@@ -261,5 +262,5 @@ def plan_backfill(broker: BrokerAPI, name: str, start: str, end: str, *,
         ticks = ticks_between(schedule, times[0], times[1])
     except ValueError as exc:
         raise PipelineError(str(exc)) from None
-    pipeline = load_pipeline(row["file"], json.loads(row["params"] or "{}"))
+    pipeline = load_definition(row["file"], json.loads(row["params"] or "{}"))
     return Backfill(broker, name, schedule, pipeline, ticks, reprocess, parallel)

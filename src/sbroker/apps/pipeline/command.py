@@ -23,14 +23,14 @@ from rich.console import Console
 
 from sbroker.apps.pipeline.control import run_exit_code, submit_run, wait_run
 from sbroker.apps.pipeline.leases import LeaseHeld
+from sbroker.apps.pipeline.loading import check_targets, load_definition
 from sbroker.apps.pipeline.model import Pipeline, RunStatus
-from sbroker.apps.pipeline.parser import PipelineError, load_pipeline, parse_param_overrides
+from sbroker.apps.pipeline.parser import PipelineError, parse_param_overrides
 from sbroker.apps.pipeline.rundisplay import RunDisplay
 from sbroker.apps.pipeline.runner import DurableRunner, pipeline_import_path
 from sbroker.apps.pipeline.runstate import RunState
 from sbroker.apps.pipeline.store import RunStore
 from sbroker.apps.spark.config import SparkConfig
-from sbroker.apps.spark.tasks import PythonTask, resolve_target
 from sbroker.engine.api import BrokerAPI
 
 __all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_USAGE", "LATEST", "check_targets",
@@ -41,20 +41,6 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 LATEST = 0  # ``resume=LATEST``: the newest run of the pipeline that did not succeed
 OpenBroker = Callable[[Pipeline], AbstractContextManager[BrokerAPI]]
-
-
-def check_targets(pipeline: Pipeline) -> None:
-    """Import every ``python =`` target now, so a typo fails before any Spark work."""
-    for spec in pipeline.dag:
-        if isinstance(spec.task, PythonTask):
-            stage, _, name = spec.name.rpartition("/")
-            where = f"task {name!r}" + (f" of stage {stage!r}" if stage else "")
-            try:
-                resolve_target(spec.task.target)
-            except (ImportError, AttributeError, TypeError) as exc:
-                raise PipelineError(
-                    f"{where}: cannot use {spec.task.target!r}: {exc}", path=pipeline.path,
-                    line=spec.line) from None
 
 
 def with_spark(pipeline: Pipeline, master: str | None, remote: str | None,
@@ -114,7 +100,7 @@ def run_command(path: str | Path, params: Sequence[str] = (), *, open_broker: Op
     console = console or Console()
     request = request or RunRequest()
     try:
-        pipeline = load_pipeline(path, parse_param_overrides(list(params)))
+        pipeline = load_definition(path, parse_param_overrides(list(params)))
         pipeline = with_spark(pipeline, spark_master, spark_remote,
                               spark_log_file(pipeline.name) if spark_log else None)
         with pipeline_import_path(pipeline):

@@ -12,10 +12,14 @@ from types import MappingProxyType
 from sbroker.apps.spark.config import SparkConfig
 from sbroker.apps.spark.tasks import Task
 
-__all__ = ["DEFAULT_LEASE", "Options", "Pipeline", "Retry", "RunStatus", "Schedule", "Stage",
-           "TaskSpec", "TaskStatus"]
+__all__ = ["CALL_TARGET", "DEFAULT_LEASE", "PIPELINE_KEY", "TASK_KEY", "Options", "Pipeline",
+           "Retry", "RunStatus", "Schedule", "Stage", "TaskSpec", "TaskStatus"]
 
 DEFAULT_LEASE = 30.0  # seconds a driver's lease on its run lasts unless renewed
+#: A Python pipeline's task is sent as ``PythonTask(CALL_TARGET, **{PIPELINE_KEY: its
+#: pipeline's source, TASK_KEY: its name}, **its arguments)`` (apps/pipeline/python.py)
+CALL_TARGET = "sbroker.apps.pipeline.loading:call_task"
+PIPELINE_KEY, TASK_KEY = "@pipeline", "@task"
 
 
 class TaskStatus(StrEnum):
@@ -67,7 +71,13 @@ class Retry:
 @dataclass(frozen=True)
 class TaskSpec:
     """One task: its name, the task to send, its line in the file, the tasks it comes
-    after, how it is retried and how long an attempt may run (``None``: no limit)."""
+    after, how it is retried and how long an attempt may run (``None``: no limit).
+
+    ``map`` names the task over whose value (a list) it runs once per item; ``inputs`` are
+    the keyword arguments the runner adds when it sends an attempt: ``item`` (a mapped
+    task's item), ``scheduled_for`` / ``scheduled_date`` (the run's), or a task's name
+    (that task's value); ``code`` is a digest of a Python function's source (what
+    "changed" means for it on a resume, docs/pipelines.md)."""
 
     name: str
     task: Task
@@ -75,6 +85,9 @@ class TaskSpec:
     after: tuple[str, ...] = ()
     retry: Retry = field(default_factory=Retry)
     timeout: float | None = None
+    map: str | None = None
+    inputs: tuple[str, ...] = ()
+    code: str | None = None
 
 
 @dataclass(frozen=True)
@@ -125,6 +138,7 @@ class Pipeline:
     tasks: tuple[TaskSpec, ...] = ()
     schedule: Schedule | None = None
     scheduled_for: str | None = None
+    source: str | None = None  # a Python pipeline's "FILE.py:ATTR" or "module:attr"
 
     @property
     def timezone(self) -> str:

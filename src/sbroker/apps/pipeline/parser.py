@@ -11,6 +11,7 @@ enclosing table it can find, or no line.
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib
 from collections.abc import Mapping
@@ -37,7 +38,8 @@ from sbroker.apps.pipeline.rules import (
 from sbroker.apps.spark.config import DEFAULT_CONNECT_TIMEOUT, SparkConfig
 from sbroker.apps.spark.tasks import PythonTask, SparkSQL, Task
 
-__all__ = ["PipelineError", "load_pipeline", "parse_param_overrides", "parse_pipeline"]
+__all__ = ["PipelineError", "coerce_param", "load_pipeline", "parse_param_overrides",
+           "parse_pipeline"]
 
 _PLACEHOLDER = re.compile(r"\$(\$?)\{([^}]*)\}")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -230,7 +232,8 @@ class _Parser:
             tasks.append(self._task(task_raw, where, None, {t.name for t in tasks}))
 
         def graph_error(message: str, task: TaskSpec) -> PipelineError:
-            return self.error(message, ("task", tasks.index(task)), "after")
+            key = "map" if task.map is not None and f"after {task.map!r}" in message else "after"
+            return self.error(message, ("task", tasks.index(task)), key)
 
         check_graph(tasks, graph_error)
         return tuple(tasks)
@@ -286,7 +289,7 @@ class _Parser:
                 known = ", ".join(sorted(params)) or "none"
                 raise PipelineError(f"unknown parameter {key!r} (the file declares: {known})",
                                     path=self.path)
-            params[key] = _coerce(key, text, params[key], self.path)
+            params[key] = coerce_param(key, text, params[key], self.path)
         return params
 
     def _subst(self, value: Any, where: Path_) -> Any:
@@ -374,7 +377,7 @@ class _Parser:
         if not isinstance(raw, dict):
             raise self.error(f"task {number}{of_stage} must be a table", where)
         keys = {"name", "sql", "python", "args", *RETRY_KEYS}
-        self._check_keys(raw, where, keys if stage is not None else {*keys, "after"})
+        self._check_keys(raw, where, keys if stage is not None else {*keys, "after", "map"})
         name = self._string(raw, where, "name", f"task{number}")
         label = f"task {name!r}{of_stage}"
         if name in taken:
@@ -415,19 +418,30 @@ class _Parser:
         after = raw.get("after", [])
         if not isinstance(after, list) or not all(isinstance(a, str) for a in after):
             raise error("'after' must be a list of task names", "after")
+        mapped = raw.get("map")
+        if mapped is not None and (not isinstance(mapped, str) or not mapped):
+            raise error("'map' must be the name of a task (it runs once per item of that "
+                        "task's value, a list)", "map")
+        if mapped is not None and isinstance(task, SparkSQL) and isinstance(task.args, list):
+            raise error("a mapped SQL task binds its item as :item: its 'args' must be a "
+                        "table, not an array", "args")
+        if mapped is not None:
+            after = [mapped, *after]  # a mapped task comes after the task it maps over
         if name in after:
-            raise error("a task cannot come after itself", "after")
+            raise error("a task cannot come after itself",
+                        "map" if name == mapped else "after")
         return TaskSpec(name, task, self.locate.line(where), tuple(dict.fromkeys(after)),
                         parse_retry(raw, self.options.retry, error),
-                        parse_timeout(raw, self.options.timeout, error))
+                        parse_timeout(raw, self.options.timeout, error), mapped)
 
 
 def _dotted(where: Path_) -> str:
     return ".".join(str(p) for p in where if isinstance(p, str))
 
 
-def _coerce(key: str, text: str, default: Any, path: str | Path | None) -> Any:
-    """An override given as text takes the type of the parameter's default."""
+def coerce_param(key: str, text: str, default: Any, path: str | Path | None) -> Any:
+    """An override given as text takes the type of the parameter's default (a list or a
+    table is given as JSON; with no default or ``None``, the text stays text)."""
     try:
         if isinstance(default, bool):
             if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
@@ -437,9 +451,16 @@ def _coerce(key: str, text: str, default: Any, path: str | Path | None) -> Any:
             return int(text)
         if isinstance(default, float):
             return float(text)
+        if isinstance(default, list | dict):
+            value = json.loads(text)
+            if not isinstance(value, type(default)):
+                raise ValueError(text)
+            return value
     except ValueError:
         kind = ("true or false" if isinstance(default, bool) else
-                "an integer" if isinstance(default, int) else "a number")
+                "an integer" if isinstance(default, int) else
+                "a number" if isinstance(default, float) else
+                f"a JSON {'list' if isinstance(default, list) else 'object'}")
         raise PipelineError(f"parameter {key!r} must be {kind}, got {text!r}",
                             path=path) from None
     return text

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import re
 import zoneinfo
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from croniter import croniter
 
+from sbroker.apps.pipeline.intervals import RUN_CONTEXT
 from sbroker.apps.pipeline.model import DEFAULT_LEASE, Retry, Schedule, TaskSpec
 
-__all__ = ["RETRY_KEYS", "SCHEDULE_KEYS", "check_graph", "cycle_of", "parse_duration",
-           "parse_lease", "parse_retry", "parse_schedule", "parse_timeout"]
+__all__ = ["ITEM", "RESERVED", "RETRY_KEYS", "RUN_CONTEXT", "SCHEDULE_KEYS", "SPARK", "Error",
+           "ancestors", "check_cron", "check_graph", "classify_params", "cycle_of",
+           "parse_duration", "parse_lease", "parse_retry", "parse_schedule", "parse_timeout"]
 
 RETRY_KEYS = {"retries", "retry_delay", "retry_backoff", "retry_max_delay", "timeout"}
 SCHEDULE_KEYS = {"every", "cron", "timezone", "catchup", "overlap", "max_active_runs"}
@@ -156,3 +158,60 @@ def check_graph(tasks: Sequence[TaskSpec], error: Callable[[str, TaskSpec], Exce
     if cycle is not None:
         first = next(t for t in tasks if t.name == cycle[0])
         raise error("the tasks' 'after' lists make a cycle: " + " -> ".join(cycle), first)
+
+
+#: What the runner gives a task besides the values of the tasks before it (docs/pipelines.md)
+SPARK, ITEM = "spark", "item"
+RESERVED = frozenset({SPARK, ITEM, *RUN_CONTEXT})
+
+
+def ancestors(tasks: Sequence[TaskSpec]) -> dict[str, set[str]]:
+    """Every task's ancestors: the tasks it comes after, directly or not (no cycle)."""
+    after = {t.name: t.after for t in tasks}
+    out: dict[str, set[str]] = {}
+
+    def visit(name: str) -> set[str]:
+        if name not in out:
+            out[name] = set()  # guards against a cycle: check_graph reports those
+            found: set[str] = set()
+            for dep in after.get(name, ()):
+                found.add(dep)
+                found |= visit(dep)
+            out[name] = found
+        return out[name]
+
+    for task in tasks:
+        visit(task.name)
+    return out
+
+
+def classify_params(task: str, params: Sequence[tuple[str, bool]], *, mapped: bool,
+                    before: Collection[str], tasks: Collection[str],
+                    given: Collection[str] = ()
+                    ) -> tuple[tuple[str, ...], tuple[str, ...], str | None]:
+    """What each of a task function's ``(name, has a default)`` parameters receives:
+    ``(inputs, pipeline parameters, error)``. ``spark`` is the session; ``item`` a mapped
+    task's item; a name of a task in ``before`` (those it comes after, directly or not) that
+    task's value; ``scheduled_for`` / ``scheduled_date`` the run's; one with a default is
+    a pipeline parameter; ``given`` are set by the definition itself (TOML ``args``).
+    Anything else is the error, one line."""
+    inputs: list[str] = []
+    own: list[str] = []
+    for name, has_default in params:
+        if name == SPARK or name in given:
+            continue
+        if (name == ITEM and mapped) or name in before or name in RUN_CONTEXT:
+            inputs.append(name)
+        elif name in tasks:
+            return (), (), (f"task {task!r} takes a parameter {name!r}, named after a task it"
+                            f" does not come after: add {name!r} to its 'after'")
+        elif has_default:
+            own.append(name)
+        elif name == ITEM:
+            return (), (), (f"task {task!r} takes 'item', which only a mapped task gets "
+                            "(map=TASK)")
+        else:
+            return (), (), (f"task {task!r} takes a parameter {name!r} that is neither "
+                            "'spark', 'item' (mapped tasks), a task it comes after, nor has "
+                            "a default")
+    return tuple(inputs), tuple(own), None

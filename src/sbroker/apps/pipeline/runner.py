@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import json
 import logging
 import sys
 import threading
@@ -25,7 +24,14 @@ from typing import Any
 from sbroker.apps.pipeline import leases
 from sbroker.apps.pipeline.intervals import bind_task, format_time, run_context, tick_key
 from sbroker.apps.pipeline.listeners import RunListener, listeners_for
-from sbroker.apps.pipeline.model import Pipeline, RunStatus, TaskSpec, TaskStatus
+from sbroker.apps.pipeline.mapping import (
+    expand_ready,
+    instance_spec,
+    reconcile_instances,
+    record_expansion,
+    settle_mapped,
+)
+from sbroker.apps.pipeline.model import Pipeline, RunStatus, TaskStatus
 from sbroker.apps.pipeline.parser import PipelineError
 from sbroker.apps.pipeline.runs import scheduled_for_of_row as _scheduled_for
 from sbroker.apps.pipeline.runstate import (
@@ -33,10 +39,11 @@ from sbroker.apps.pipeline.runstate import (
     Lease,
     RunState,
     TaskState,
-    definition,
     dependants,
+    task_from_row,
 )
 from sbroker.apps.pipeline.store import RunStore
+from sbroker.apps.pipeline.values import attempt_task, definition
 from sbroker.apps.scheduler import schema
 from sbroker.apps.scheduler.client import (
     cancel_task,
@@ -113,6 +120,8 @@ class DurableRunner:
         self.clock = broker.clock
         self._interrupting = False
         self._fenced_at = 0.0
+        self._stored: dict[str, tuple[TaskState, str]] = {}  # a resume's recorded instances
+        self._mapped = tuple(s.name for s in pipeline.dag if s.map is not None)
 
     # -- creating and taking up -----------------------------------------------------------------
     def create(self, tx: Transaction | None = None, *, driven: bool = True,
@@ -195,9 +204,9 @@ class DurableRunner:
                          scheduled_for=_scheduled_for(row))
         specs = {s.name: s for s in self.pipeline.dag}
         for task in self.store.tasks(state.run_id, tx):
-            spec = specs.get(task["name"])
+            spec = specs.get(task["name"]) or instance_spec(specs, task["name"])
             if spec is not None:
-                state.tasks[spec.name] = _task_from_row(spec, task)
+                state.tasks[task["name"]] = task_from_row(spec, task)
         return state
 
     def _reconcile(self, tx: Transaction, run_id: int, handle: str, rerun_from: set[str],
@@ -217,7 +226,7 @@ class DurableRunner:
                 self.store.insert_task(tx, run_id, spec, i)
             else:
                 self.store.redefine_task(tx, run_id, spec, i)
-            task = TaskState(spec) if row is None else _task_from_row(spec, row)
+            task = TaskState(spec) if row is None else task_from_row(spec, row)
             task.kept = task.status == TaskStatus.SUCCEEDED and spec.name not in rerun
             attempt = open_.get(spec.name)
             if attempt is not None and spec.name not in rerun:
@@ -231,8 +240,8 @@ class DurableRunner:
                 task.end_time, task.error, task.value = None, None, None
             self.store.set_task(tx, run_id, task)
             state.tasks[spec.name] = task
-        for gone in stored:
-            self.store.delete_task(tx, run_id, gone)
+        self._stored = reconcile_instances(self.store, tx, state, stored, open_, rerun,
+                                           to_cancel)
         return state
 
     # -- driving -------------------------------------------------------------------------------
@@ -310,12 +319,35 @@ class DurableRunner:
             self._fenced_at = self.clock.monotonic()
 
     def _start_ready(self, state: RunState) -> None:
-        if not self._ready(state):
+        expandable = bool(self._mapped) and any(
+            state.tasks[n].status == TaskStatus.PENDING for n in self._mapped)
+        if not self._ready(state) and not expandable:
             return
         with self.broker.transaction() as tx:
+            ended = self._expand(tx, state)
             started = self._send_ready(tx, state)
             self._fence(tx, state)
+        self._ended(state, ended)
         self._started(state, started)
+
+    def _expand(self, tx: Transaction, state: RunState) -> list[TaskState]:
+        """Inside ``tx``: the mapped tasks now free to start expanded into their instances
+        (rows inserted), those whose instances all ended settled, the tasks after a failed
+        one skipped; the tasks that ended (mapping.py)."""
+        if not self._mapped:  # nothing to expand or settle: no cost per outcome
+            return []
+        end = _iso(self.clock.now())
+        done = expand_ready(state, end, self._stored)
+        for task in done.changed:  # a mapped task's time runs from its expansion
+            if task.spec.map is not None and task.started_at is None:
+                task.started_at = self.clock.monotonic()
+        ended = [t for t in done.changed
+                 if t.spec.map is not None and t.status != TaskStatus.RUNNING]
+        ended += settle_mapped(state, end)
+        if ended and not self._interrupting:
+            ended += state.skip_after_failures(end)
+        record_expansion(self.store, tx, state, done, ended, self._stored)
+        return ended
 
     def _ready(self, state: RunState) -> list[TaskState]:
         ready = state.ready(self.clock.now())
@@ -332,9 +364,11 @@ class DurableRunner:
         context = run_context(state.scheduled_for or format_time(now, self.pipeline.timezone))
         for task in ready:
             task.attempts += 1
+            values = {n: state.tasks[n].value for n in task.spec.inputs if n in state.tasks}
+            sent = attempt_task(task.spec, values, context)
             with self.listener.sending(state, task):  # the executor stops it at its timeout
-                task.log_id = send_task(self.broker, tx, handle,
-                                        bind_task(task.spec.task, context), self.pipeline.name,
+                task.log_id = send_task(self.broker, tx, handle, bind_task(sent, context),
+                                        self.pipeline.name,
                                         timeout=task.spec.timeout)
             task.status, task.ended, task.next_attempt = TaskStatus.RUNNING, None, None
             task.deadline = None if task.spec.timeout is None else now + task.spec.timeout
@@ -393,6 +427,7 @@ class DurableRunner:
         """Inside ``tx``, once attempts ended: skip what can no longer run, record the tasks,
         set the retry timer, and send the tasks now free to start (in the same commit)."""
         if not self._interrupting:  # then the rest ends cancelled, not skipped
+            ended += self._expand(tx, state)
             ended += state.skip_after_failures(_iso(self.clock.now()))
         for task in ended:
             self.store.set_task(tx, state.run_id, task)
@@ -512,7 +547,8 @@ class DurableRunner:
                     task.status, task.error, task.end_time = TaskStatus.CANCELLED, reason, end
                     task.ended = AttemptEnd(log_id, "cancelled", reason)
                     ended.append(task)
-                elif task.status == TaskStatus.RETRYING:
+                elif task.status == TaskStatus.RETRYING or (
+                        task.spec.map is not None and task.status == TaskStatus.RUNNING):
                     task.status, task.next_attempt = TaskStatus.PENDING, None
                 else:
                     continue
@@ -539,14 +575,6 @@ class DurableRunner:
             while state.running() and self.clock.monotonic() < deadline:
                 self._wait(state, wait=min(0.5, deadline - self.clock.monotonic()))
             self._cancel(state, "interrupted")
-
-
-def _task_from_row(spec: TaskSpec, row: dict[str, Any]) -> TaskState:
-    status = TaskStatus(row["status"])
-    return TaskState(spec, status, int(row["attempts"]), int(row["failures"]),
-                     row["next_attempt"], row["start_time"], row["end_time"],
-                     json.loads(row["value"]) if row["value"] else None, row["error"],
-                     kept=status == TaskStatus.SUCCEEDED)
 
 
 @contextlib.contextmanager

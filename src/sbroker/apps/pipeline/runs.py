@@ -10,7 +10,7 @@ from sbroker.apps.pipeline.leases import driver_of
 from sbroker.apps.pipeline.store import RunStore
 from sbroker.engine.api import BrokerAPI
 
-__all__ = ["get_run", "list_runs", "run_attempts", "scheduled_for_of_row"]
+__all__ = ["get_run", "list_runs", "run_attempts", "run_params", "scheduled_for_of_row"]
 
 _RUN_KEYS = ("run_id", "pipeline", "status", "start_time", "end_time", "scheduled_for")
 _TASK_KEYS = ("name", "status", "attempts", "start_time", "end_time", "value", "error")
@@ -51,6 +51,12 @@ def get_run(broker: BrokerAPI, run_id: int) -> dict[str, Any] | None:
                      "value": json.loads(task["value"]) if task["value"] else None}
                     for task in store.tasks(run_id)]
     return out
+
+
+def run_params(broker: BrokerAPI, run_id: int) -> dict[str, Any]:
+    """The parameters run ``run_id`` was started with (none when there is no such run)."""
+    row = RunStore(broker).run(run_id)
+    return dict(json.loads(row["params"] or "{}")) if row is not None else {}
 
 
 def run_attempts(broker: BrokerAPI, run_id: int) -> list[dict[str, Any]]:

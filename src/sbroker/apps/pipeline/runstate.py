@@ -4,7 +4,6 @@ start, which must be skipped."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import Iterable
@@ -12,21 +11,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sbroker.apps.pipeline.model import Pipeline, RunStatus, TaskSpec, TaskStatus
-from sbroker.apps.spark.tasks import task_to_dict
 
-__all__ = ["AttemptEnd", "Lease", "RunState", "TaskState", "definition", "dependants"]
+__all__ = ["AttemptEnd", "Lease", "RunState", "TaskState", "dependants", "task_from_row"]
 # The members the hot loops compare with, looked up once (an enum member's lookup through
 # its class costs several times a comparison: the runner checks every task at every step).
 _PENDING, _RETRYING, _SUCCEEDED = TaskStatus.PENDING, TaskStatus.RETRYING, TaskStatus.SUCCEEDED
 _ENDED = frozenset(s for s in TaskStatus if s.ended)
 _NOT_SUCCEEDED = frozenset({TaskStatus.FAILED, TaskStatus.SKIPPED, TaskStatus.CANCELLED})
-
-
-def definition(spec: TaskSpec) -> str:
-    """A digest of what the task runs (its text or function and arguments, after parameter
-    substitution): a resume runs a task again when it changed."""
-    body = json.dumps(task_to_dict(spec.task), sort_keys=True, default=str)
-    return hashlib.sha256(body.encode("utf-8")).hexdigest()[:32]
 
 
 def dependants(tasks: Iterable[TaskSpec], names: set[str]) -> set[str]:
@@ -148,7 +139,8 @@ class RunState:
         out = []
         for t in self.tasks.values():
             status = t.status
-            if (status == _PENDING and succeeded.issuperset(t.spec.after)) or (
+            if (status == _PENDING and t.spec.map is None  # a mapped task is expanded
+                    and succeeded.issuperset(t.spec.after)) or (
                     status == _RETRYING and (t.next_attempt or 0.0) <= now):
                 out.append(t)
         return out
@@ -170,3 +162,12 @@ class RunState:
             marked += new
             frontier = {t.name for t in new}
         return marked
+
+
+def task_from_row(spec: TaskSpec, row: dict[str, Any]) -> TaskState:
+    """A task of a run as its ``PipelineRunTasks`` row (by column name) recorded it."""
+    status = TaskStatus(row["status"])
+    return TaskState(spec, status, int(row["attempts"]), int(row["failures"]),
+                     row["next_attempt"], row["start_time"], row["end_time"],
+                     json.loads(row["value"]) if row["value"] else None, row["error"],
+                     kept=status == TaskStatus.SUCCEEDED)

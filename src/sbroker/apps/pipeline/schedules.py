@@ -34,8 +34,9 @@ from sbroker.apps.pipeline.intervals import (
     next_after,
     tick_key,
 )
+from sbroker.apps.pipeline.loading import load_definition
 from sbroker.apps.pipeline.model import Pipeline, Schedule
-from sbroker.apps.pipeline.parser import PipelineError, load_pipeline
+from sbroker.apps.pipeline.parser import PipelineError
 from sbroker.apps.pipeline.runner import DurableRunner
 from sbroker.apps.pipeline.runstate import RunState
 from sbroker.apps.sql import dicts, read_dicts, statements
@@ -98,7 +99,8 @@ def add_schedule(broker: BrokerAPI, pipeline: Pipeline, *, overrides: Mapping[st
         handle = tx.begin_dialog(SCHEDULE_SERVICE, SCHEDULE_SERVICE)
         tx.begin_conversation_timer(handle, max(0.001, next_due - now))
         tx.execute(q.upsert_schedule, (
-            pipeline.name, str(pipeline.path.resolve() if pipeline.path else ""),
+            pipeline.name, pipeline.source or str(pipeline.path.resolve() if pipeline.path
+                                                  else ""),
             json.dumps(dict(overrides)), schedule.every, schedule.cron, schedule.timezone,
             int(schedule.catchup), schedule.overlap, schedule.max_active_runs, next_due, handle,
             dt.datetime.now(dt.UTC).isoformat()))
@@ -169,7 +171,7 @@ def fire(broker: BrokerAPI, tx: Transaction, handle: str) -> list[RunState]:
     if not fires:
         return []
     try:
-        pipeline = load_pipeline(row["file"], json.loads(row["params"] or "{}"))
+        pipeline = load_definition(row["file"], json.loads(row["params"] or "{}"))
     except PipelineError as exc:
         log.error("schedule %s: cannot load its pipeline: %s", name, exc)
         return []

@@ -14,8 +14,9 @@ import threading
 from typing import Any
 
 from sbroker.apps.pipeline.leases import LeaseHeld, LeaseLost, forget_dead_sessions
+from sbroker.apps.pipeline.loading import load_definition
 from sbroker.apps.pipeline.model import Pipeline
-from sbroker.apps.pipeline.parser import PipelineError, load_pipeline
+from sbroker.apps.pipeline.parser import PipelineError
 from sbroker.apps.pipeline.runner import DurableRunner
 from sbroker.apps.pipeline.runstate import RunState
 from sbroker.apps.pipeline.schedules import SCHEDULE_QUEUE, fire, wait_turn
@@ -46,9 +47,7 @@ def load_run_pipeline(file: str, params: str | None) -> Pipeline:
         raise PipelineError("the run was not started from a pipeline file: only the process"
                             " that started it can drive it")
     values: dict[str, Any] = json.loads(params or "{}")
-    text = {k: ("true" if v else "false") if isinstance(v, bool) else str(v)
-            for k, v in values.items()}
-    return load_pipeline(file, text)
+    return load_definition(file, values, typed=True)
 
 
 class PipelineService:

@@ -116,7 +116,7 @@ SELECT Name AS name, Position AS position, After AS after, Definition AS definit
     Status AS status, Attempts AS attempts, Failures AS failures,
     NextAttempt AS next_attempt, StartTime AS start_time, EndTime AS end_time,
     Value AS value, Error AS error
-FROM PipelineRunTasks WHERE RunID = ? ORDER BY Position
+FROM PipelineRunTasks WHERE RunID = ? ORDER BY Position, length(Name), Name
 
 -- name: set_task
 -- Params: status, attempts, failures, next attempt, start, end, value (JSON), error, run id,

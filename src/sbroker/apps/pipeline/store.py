@@ -12,7 +12,8 @@ import json
 from typing import Any
 
 from sbroker.apps.pipeline.model import Pipeline, RunStatus, TaskSpec, TaskStatus
-from sbroker.apps.pipeline.runstate import TaskState, definition
+from sbroker.apps.pipeline.runstate import TaskState
+from sbroker.apps.pipeline.values import definition
 from sbroker.apps.sql import dicts, statements
 from sbroker.core.errors import BrokerError
 from sbroker.engine.api import BrokerAPI
@@ -77,7 +78,8 @@ class RunStore:
         """A new run, its lease held by ``driver`` (session, host, pid) or by none (a
         submitted run), for ``scheduled_for`` (of ``schedule``'s ``tick``, if given); its
         id and lease token.  ``TickTaken`` when the tick has a run already."""
-        common = (pipeline.name, str(pipeline.path.resolve() if pipeline.path else ""),
+        file = pipeline.source or str(pipeline.path.resolve() if pipeline.path else "")
+        common = (pipeline.name, file,
                   json.dumps(dict(pipeline.params), default=str), start, handle,
                   scheduled_for, tick, schedule, schedule, schedule)
         lease = pipeline.options.lease
