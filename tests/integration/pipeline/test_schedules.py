@@ -92,3 +92,16 @@ def test_without_catchup_missed_runs_are_one_and_skip_records_an_overlap(
     _fall_due(hosts[0], 0.5)  # the first run is still "running": this one is skipped
     assert sorted(len(c) for c in _take(services)) == [0, 0]
     assert [r["status"] for r in list_runs(hosts[0], "nightly")] == ["skipped", "running"]
+
+
+def test_a_due_run_whose_task_module_this_server_cannot_import_is_recorded_and_fails(
+        hosts: list[sbroker.Broker], tmp_path: Path) -> None:
+    path = _file(tmp_path, '[schedule]\nevery = "1h"\n')
+    add_schedule(hosts[0], load_pipeline(path), overrides={})
+    path.write_text(path.read_text().replace("pipeline_task_helpers:add",
+                                             "no_such_module_here:add"))
+    _fall_due(hosts[0], 0.5)
+    [[run]] = [c for c in _take([PipelineService(hosts[0])]) if c]  # the tick is not lost
+    finished = DurableRunner(hosts[0], run.pipeline).drive(run)
+    assert finished.status == "failed"
+    assert "No module named 'no_such_module_here'" in (finished.tasks["a"].error or "")

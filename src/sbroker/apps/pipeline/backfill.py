@@ -262,5 +262,5 @@ def plan_backfill(broker: BrokerAPI, name: str, start: str, end: str, *,
         ticks = ticks_between(schedule, times[0], times[1])
     except ValueError as exc:
         raise PipelineError(str(exc)) from None
-    pipeline = load_definition(row["file"], json.loads(row["params"] or "{}"))
+    pipeline = load_definition(row["file"], json.loads(row["params"] or "{}"), strict=False)
     return Backfill(broker, name, schedule, pipeline, ticks, reprocess, parallel)

@@ -54,19 +54,22 @@ def is_python_target(text: str) -> bool:
 
 
 def load_definition(target: str | Path, params: Mapping[str, Any] | None = None, *,
-                    typed: bool = False) -> model.Pipeline:
+                    typed: bool = False, strict: bool = True) -> model.Pipeline:
     """The pipeline ``sbroker run`` (a schedule, a server taking a run over) was given: a
     Python pipeline (``FILE.py:ATTR``, ``module:attr``) or a TOML file, whose ``python =``
-    tasks must import and get the values they take (``bind_inputs``). ``params`` are text
-    (``-p``), or with ``typed`` the values a run recorded."""
+    tasks get the values they take (``bind_inputs``). ``params`` are text (``-p``), or with
+    ``typed`` the values a run recorded. ``strict``: every ``python =`` target must import
+    here (one line and nothing run otherwise); a schedule's tick or a backfill is not
+    dropped for that: its run is recorded and such a task fails when it runs."""
     if is_python_target(str(target)):
         return find_pipeline(str(target)).definition(params, text=not typed)
     text = {k: ("true" if v else "false") if isinstance(v, bool) else str(v)
             for k, v in (params or {}).items()}
     pipeline = load_pipeline(target, text)
     with pipeline_import_path(pipeline):
-        check_targets(pipeline)
-        return bind_inputs(pipeline)
+        if strict:
+            check_targets(pipeline)
+        return bind_inputs(pipeline, strict=strict)
 
 
 def load_python_pipeline(target: str, params: Mapping[str, str] | None = None
@@ -269,11 +272,12 @@ def _kind(value: Any) -> str:
 
 
 # -- TOML tasks ------------------------------------------------------------------------------
-def bind_inputs(pipeline: model.Pipeline) -> model.Pipeline:
+def bind_inputs(pipeline: model.Pipeline, *, strict: bool = True) -> model.Pipeline:
     """``pipeline`` with each ``python =`` task's ``inputs``: the parameters of its function
     (after the first, the session) that its ``args`` do not set and that name a task it
     comes after, ``item`` (mapped tasks) or the run's ``scheduled_for`` / ``scheduled_date``;
-    a parameter nothing gives is a one-line error. The targets must import (check_targets)."""
+    a parameter nothing gives is a one-line error. The targets must import (check_targets),
+    unless not ``strict``: a target that does not import then takes nothing."""
     dag = pipeline.dag
     if not pipeline.tasks:
         return pipeline
@@ -285,7 +289,13 @@ def bind_inputs(pipeline: model.Pipeline) -> model.Pipeline:
         if not isinstance(task, PythonTask) or task.target == CALL_TARGET:
             tasks.append(spec)
             continue
-        params = _toml_params(resolve_target(task.target))
+        try:
+            params = _toml_params(resolve_target(task.target))
+        except (ImportError, AttributeError, TypeError):
+            if strict:
+                raise
+            tasks.append(spec)  # it fails when it runs, saying why
+            continue
         inputs, _, problem = classify_params(spec.name, params, mapped=spec.map is not None,
                                              before=before[spec.name], tasks=names,
                                              given=task.kwargs.keys())

@@ -171,7 +171,8 @@ def fire(broker: BrokerAPI, tx: Transaction, handle: str) -> list[RunState]:
     if not fires:
         return []
     try:
-        pipeline = load_definition(row["file"], json.loads(row["params"] or "{}"))
+        pipeline = load_definition(row["file"], json.loads(row["params"] or "{}"),
+                                   strict=False)
     except PipelineError as exc:
         log.error("schedule %s: cannot load its pipeline: %s", name, exc)
         return []
