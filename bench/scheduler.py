@@ -226,7 +226,7 @@ Rounds = list[tuple[float, float, float, float]]
 def spark_ratio(tmp: Path, runs: int,
                 warmup: int = WARMUP_PASSES) -> tuple[Rounds, Rounds, Timings, list[float]]:
     """The 40 queries through the scheduler from cold (no executor reader running yet:
-    activation ramps up one reader per monitor interval, as seed 001 says) and warm (the
+    activation ramps up one reader per monitor interval: docs/activation.md) and warm (the
     readers still running from the round before), and from a thread pool of 4.
 
     Each run opens a fresh broker and goes thread pool, scheduler cold, scheduler warm,

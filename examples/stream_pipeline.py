@@ -1,7 +1,7 @@
-"""The data pipeline as a stream (SPEC §12): orders arrive as broker messages from a producer
-process, Spark aggregates them per minute and per product, writes Parquet, and sends an alert
-message for each product over a threshold to a service whose activated procedure prints it.
-Beside it, a scheduled job bills the orders: a Trigger.AvailableNow query that takes the
+"""The data pipeline as a stream (docs/stream.md): orders arrive as broker messages from a
+producer process, Spark aggregates them per minute and per product, writes Parquet, and sends an
+alert message for each product over a threshold to a service whose activated procedure prints
+it. Beside it, a scheduled job bills the orders: a Trigger.AvailableNow query that takes the
 invoices there are, in micro-batches, and stops.
 
     make stream                                   # or:

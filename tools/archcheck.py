@@ -1,6 +1,6 @@
 """The architecture check: prints sbroker's import graph by layer and fails on a broken rule.
 
-Rules (``../shared/DESIGN.md``):
+Rules (docs/design.md says why):
 - each folder is a layer and imports only its own layer and the layers below it
   (core < protocol < storage < engine < services < apps < the root modules < cli): the root
   modules are the composition root ``broker.py`` and the public names (``__init__``,

@@ -1,4 +1,4 @@
--- The objects seed 000 (000_b8d37dfa83f56c0f.txt) describes around its two CREATE BROKER
+-- The objects seed 000 (docs/tsql.md) describes around its two CREATE BROKER
 -- PRIORITY scripts: message types, SimpleContract, the initiator's and the target's queue and
 -- service. On sbroker both "databases" are the one broker database.
 CREATE MESSAGE TYPE RequestMessage VALIDATION = WELL_FORMED_XML;

@@ -1,4 +1,4 @@
--- Seed 004's poison-message detection (004_beb9729344ffc450.txt) with its elided parts
+-- Seed 004's poison-message detection (docs/poison.md) with its elided parts
 -- written out: the incident table, the message procedures, and the queue procedure as the
 -- seed gives it. "receive message" is a RECEIVE of one message into variables; the seed's
 -- "having count > @threshold" is HAVING COUNT(*) > @threshold.

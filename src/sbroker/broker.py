@@ -1,5 +1,5 @@
 """``Broker``: the composition root.  ``Broker.open`` wires a storage backend, the engine and
-the background services together; the methods are a thin facade over them (SPEC §1-9)."""
+the background services together; the methods are a thin facade over them (docs/concepts.md)."""
 
 from __future__ import annotations
 
@@ -230,7 +230,7 @@ class Broker:
     def anti_replay(self) -> float:
         return self.engine.anti_replay
 
-    # -- catalog DDL (SPEC §2) ---------------------------------------------------------------
+    # -- catalog DDL (docs/concepts.md, "Catalog objects") ----------------------------------
     def _create(self, exist_ok: bool, kind: str, name: str, args: Mapping[str, Any],
                 fn: Callable[[Connection], None], *, redeliver: bool = False) -> bool:
         """Run a create DDL; with ``exist_ok`` the same definition again is a no-op and a
@@ -326,7 +326,7 @@ class Broker:
                         encryption: str = "required", message_forwarding: bool = False,
                         message_forward_size: int = 10, exist_ok: bool = False,
                         **tunables: Any) -> None:
-        """The broker endpoint (SPEC §7); ``tunables``: see
+        """The broker endpoint (docs/network.md); ``tunables``: see
         ``sbroker.services.network.config.TUNABLES`` (fragment_size, retry_initial,
         retry_max, idle_timeout, starvation_seconds, ...)."""
         self.network.create_endpoint(
@@ -396,13 +396,13 @@ class Broker:
         return self.engine.views.read(name)
 
     def execute_tsql(self, text: str, **options: Any) -> list[list[dict[str, Any]]]:
-        """Run a T-SQL script (SPEC §14); its result sets.  ``options``: ``out`` (where PRINT
+        """Run a T-SQL script (docs/tsql.md); its result sets.  ``options``: ``out`` (where PRINT
         goes), ``variables`` (sqlcmd's ``$(NAME)``)."""
         from sbroker.apps.tsql import execute_tsql
 
         return execute_tsql(self, text, **options)
 
-    # -- the task scheduler (SPEC §8) -------------------------------------------------------
+    # -- the task scheduler (docs/scheduler.md) ---------------------------------------------
     def install_executor(self, *, max_queue_readers: int = 4, spark: Any = None,
                          runner: Any = None) -> None:
         """Create, idempotently, the seed 002 objects and the executor (activated procedure).

@@ -1,4 +1,4 @@
-"""``sbroker.poison``: seed 004's poison-message detection as a helper for activated
+"""``sbroker.poison``: poison-message detection (docs/poison.md) as a helper for activated
 procedures (the public name of :mod:`sbroker.apps.poison`)."""
 
 from __future__ import annotations

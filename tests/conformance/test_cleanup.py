@@ -1,5 +1,6 @@
-"""Ended conversations are cleaned up (SPEC §3, last paragraph): once both sides have ended,
-nothing of the conversation is left, however many conversations go through."""
+"""Ended conversations are cleaned up (docs/concepts.md, "Transactions and their statements"):
+once both sides have ended, nothing of the conversation is left, however many conversations go
+through."""
 
 from __future__ import annotations
 

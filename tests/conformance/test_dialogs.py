@@ -1,4 +1,4 @@
-"""Dialogs between two services of one database: SPEC §3."""
+"""Dialogs between two services of one database (docs/concepts.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Conversation priorities (seed 000): matching precedence, each endpoint's own point of
+"""Conversation priorities (docs/concepts.md): matching precedence, each endpoint's own point of
 view, and the order RECEIVE / GET CONVERSATION GROUP serve groups and conversations in."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from sbroker import Broker
 from sbroker.core.priority import ANY, BrokerPriority, match_priority
 
 CONTRACT, LOCAL, REMOTE = "C", "Local", "Remote"
-ORDER = [  # the seed's precedence table, most specific first
+ORDER = [  # the precedence table of docs/concepts.md, most specific first
     (CONTRACT, LOCAL, REMOTE), (CONTRACT, LOCAL, ANY), (CONTRACT, ANY, REMOTE),
     (CONTRACT, ANY, ANY), (ANY, LOCAL, REMOTE), (ANY, LOCAL, ANY), (ANY, ANY, REMOTE),
     (ANY, ANY, ANY),

@@ -1,4 +1,4 @@
-"""The queue monitor's decision rules (seed 001), on the pure Monitor record."""
+"""The queue monitor's decision rules (docs/activation.md), on the pure Monitor record."""
 
 from __future__ import annotations
 

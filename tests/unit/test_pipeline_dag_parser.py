@@ -1,5 +1,6 @@
 """Pipeline files with ``[[task]]`` entries, ``after``, retries, timeouts and ``[schedule]``
-(SPEC §13): what they parse to, and every bad input as one line naming the file and line."""
+(docs/pipelines.md): what they parse to, and every bad input as one line naming the file and
+line."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Broker priority matching follows the seed's precedence order exactly."""
+"""Broker priority matching follows SQL Server's precedence order (docs/concepts.md) exactly."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import itertools
 
 from sbroker.core.priority import ANY, BrokerPriority, match_priority
 
-ORDER = [  # most specific first, as seed 000 lists them
+ORDER = [  # most specific first, as docs/concepts.md lists them
     ("C", "L", "R"), ("C", "L", ANY), ("C", ANY, "R"), ("C", ANY, ANY),
     (ANY, "L", "R"), (ANY, "L", ANY), (ANY, ANY, "R"), (ANY, ANY, ANY),
 ]

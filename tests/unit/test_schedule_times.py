@@ -1,5 +1,5 @@
-"""When a schedule's runs are due (SPEC §13): ``every`` and five-field ``cron`` in a time
-zone, one run for what was missed, or every missed one up to 100 with ``catchup``."""
+"""When a schedule's runs are due (docs/pipelines.md): ``every`` and five-field ``cron`` in a
+time zone, one run for what was missed, or every missed one up to 100 with ``catchup``."""
 
 from __future__ import annotations
 

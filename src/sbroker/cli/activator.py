@@ -1,4 +1,4 @@
-"""``sbroker activator``: the external activator (SPEC §5): subscribe, then start a
+"""``sbroker activator``: the external activator (docs/activation.md): subscribe, then start a
 configured command as a process per reader a queue needs, until stopped."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""``sbroker dashboard``: the operations dashboard of a broker database (SPEC §11), in a
-process of its own beside the workers; and the ``--dashboard`` options of ``sbroker serve``.
+"""``sbroker dashboard``: the operations dashboard of a broker database (docs/dashboard.md), in
+a process of its own beside the workers; and the ``--dashboard`` options of ``sbroker serve``.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Catalog objects as data (SPEC §2): message types, contracts, queues, services, routes,
-priorities, event notifications, and the snapshot of all of them at one catalog version."""
+"""Catalog objects as data (docs/concepts.md): message types, contracts, queues, services,
+routes, priorities, event notifications, and the snapshot of all of them at one catalog
+version."""
 
 from __future__ import annotations
 

@@ -58,7 +58,7 @@ class QueueDisabledError(BrokerError):
 
 class QueueStreamedError(BrokerError):
     """RECEIVE or GET CONVERSATION GROUP on a queue a Spark stream reads, or a second stream
-    on it (SPEC §12): a streamed queue has one reader."""
+    on it (docs/stream.md): a streamed queue has one reader."""
 
 
 class TransactionStateError(BrokerError):

@@ -1,4 +1,5 @@
-"""Matching broker priorities to an endpoint, in the seed's precedence order (pure)."""
+"""Matching broker priorities to an endpoint, in SQL Server's precedence order (pure;
+docs/concepts.md, "Conversation priorities")."""
 
 from __future__ import annotations
 

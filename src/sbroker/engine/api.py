@@ -62,7 +62,7 @@ class EngineAPI(Protocol):
 
 
 class BrokerAPI(Protocol):
-    """The public facade (SPEC §1-9) as applications use it."""
+    """The public facade (docs/concepts.md) as applications use it."""
 
     clock: Clock
     monitor_interval: float

@@ -1,6 +1,6 @@
-"""Event notifications (SPEC §2, §5, §6): QUEUE_ACTIVATION and BROKER_QUEUE_DISABLED, sent as
-``EventNotification`` messages with an XML ``EVENT_INSTANCE`` body over the built-in
-``PostEventNotification`` contract to each subscription's ``to_service``.
+"""Event notifications (docs/concepts.md, docs/activation.md, docs/poison.md): QUEUE_ACTIVATION
+and BROKER_QUEUE_DISABLED, sent as ``EventNotification`` messages with an XML ``EVENT_INSTANCE``
+body over the built-in ``PostEventNotification`` contract to each subscription's ``to_service``.
 
 The initiator is a hidden built-in service (and queue) ``sbroker/EventNotificationSender``,
 created on first use.  As in SQL Server, one dialog per subscription carries all its events:

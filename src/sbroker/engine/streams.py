@@ -1,5 +1,5 @@
-"""What a Spark stream needs of the engine (SPEC §12): a queue read by position, claimed by one
-reader, received in ranges; and sends in batches that a replay cannot send twice.
+"""What a Spark stream needs of the engine (docs/stream.md): a queue read by position, claimed
+by one reader, received in ranges; and sends in batches that a replay cannot send twice.
 
 Positions. On SQLite a message's ``queuing_order`` is its position in the database; since
 migration 8 it is AUTOINCREMENT, so a position is never handed out twice and a new message

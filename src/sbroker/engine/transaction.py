@@ -1,4 +1,5 @@
-"""A broker transaction: the statements of SPEC §3.
+"""A broker transaction: its statements (docs/concepts.md, "Transactions and their
+statements").
 
 Statements check their arguments at once and record what they will do (:mod:`ops`); COMMIT
 applies it all in one short write transaction of the store.  RECEIVE (:mod:`receive`) locks a

@@ -1,6 +1,6 @@
-"""The view registry: the catalog and management views of SPEC §9 as named statements of
-the store, and views that services and applications add (a callable returning rows, or a
-named statement of their own)."""
+"""The view registry: the catalog and management views (docs/concepts.md, "Views") as named
+statements of the store, and views that services and applications add (a callable returning
+rows, or a named statement of their own)."""
 
 from __future__ import annotations
 

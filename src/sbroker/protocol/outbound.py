@@ -44,7 +44,8 @@ before a dialog's unacknowledged last message counts as lost."""
 
 @dataclass(frozen=True, slots=True)
 class DialogConfig:
-    """Tunables of the dialog layer; the defaults follow the seed (retry 2 to 3 s, cap ~60 s)."""
+    """Tunables of the dialog layer; the defaults are SQL Server's (retry 2 to 3 s, cap ~60 s:
+    docs/network.md)."""
 
     fragment_size: int = 32 * 1024
     send_window: int = 256

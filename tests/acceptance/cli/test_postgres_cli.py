@@ -1,4 +1,4 @@
-"""The command line on a PostgreSQL database (SPEC §10): ``--db postgresql://...`` and
+"""The command line on a PostgreSQL database (docs/postgresql.md): ``--db postgresql://...`` and
 ``SBROKER_DB`` take the URL like a file path, as a user runs them."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """QUEUE_ACTIVATION and BROKER_QUEUE_DISABLED event notifications, and the engine's
-five-rollback poison detection (SPEC §2, §5, §6)."""
+five-rollback poison detection (docs/concepts.md, docs/activation.md, docs/poison.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""sbroker.poison: the seed-004 algorithm as a helper, its five policies, and re-drive."""
+"""sbroker.poison: the detection of docs/poison.md as a helper, its five policies, and
+re-drive."""
 
 from __future__ import annotations
 

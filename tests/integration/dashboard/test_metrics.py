@@ -1,5 +1,5 @@
-"""/metrics: the names and labels of SPEC §11, read from the database at each scrape, so the
-counters never go down, survive restarts and agree across processes."""
+"""/metrics: the names and labels of docs/dashboard.md, read from the database at each scrape,
+so the counters never go down, survive restarts and agree across processes."""
 
 from __future__ import annotations
 
@@ -31,8 +31,8 @@ def metric(samples: Samples, name: str, **labels: str) -> float:
     return samples[(name, tuple(sorted(labels.items())))]
 
 
-def test_every_metric_of_the_spec_with_its_labels(pair: sbroker.Broker,
-                                                   client: TestClient) -> None:
+def test_every_documented_metric_with_its_labels(pair: sbroker.Broker,
+                                                client: TestClient) -> None:
     pair.install_executor(runner=StubRunner())
     pair.create_route("Far", service_name="FarService", address="tcp://127.0.0.1:9")
     with pair.transaction() as tx:

@@ -1,5 +1,5 @@
-"""Every page and the JSON API answer, show what the SPEC names, page long lists, and turn
-bad input into a 4xx page (never a traceback)."""
+"""Every page and the JSON API answer, show what docs/dashboard.md names, page long lists, and
+turn bad input into a 4xx page (never a traceback)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""What operators see (SPEC §11, issue 17): enqueue times, queue figures and counters kept in
-the database, activation views shared by every process, session ids never reused."""
+"""What operators see (docs/dashboard.md, docs/operations.md): enqueue times, queue figures and
+counters kept in the database, activation views shared by every process, session ids never
+reused."""
 
 from __future__ import annotations
 

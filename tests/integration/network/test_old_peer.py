@@ -1,7 +1,7 @@
 """A newer transport (and a whole broker) sends traced messages over loopback TCP to one
-whose sessions decode fragments as brokers did before the optional fields (SPEC §15): the
-old end drops the first connection, the newer one reconnects and sends without the trace
-context, and every message arrives once, in order."""
+whose sessions decode fragments as brokers did before the optional fields (docs/tracing.md,
+"Mixed versions"): the old end drops the first connection, the newer one reconnects and sends
+without the trace context, and every message arrives once, in order."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A durable run killed with kill -9 at seeded random moments and resumed each time, until it
-succeeds (SPEC §13): every task ends with exactly one succeeded attempt, no task that had
-succeeded before a resume runs again, and no task starts before the tasks it comes after
+succeeds (docs/pipelines.md): every task ends with exactly one succeeded attempt, no task that
+had succeeded before a resume runs again, and no task starts before the tasks it comes after
 succeeded.  First the ``sbroker run`` process is killed (it runs the executor too), then the
 executor's own process (``sbroker serve`` on the same database) while the run waits.
 

@@ -1,4 +1,4 @@
-"""Durable runs (SPEC §13) on SQLite and PostgreSQL: dependencies, skips, retries with
+"""Durable runs (docs/pipelines.md) on SQLite and PostgreSQL: dependencies, skips, retries with
 backoff, timeouts, resume (kept tasks, changed tasks, a dead run's AsyncDone), and the
 shapes ``list_runs`` / ``get_run`` return.  Tasks go to a StubRunner that runs the Python
 functions of ``pipeline_task_helpers`` for real (no JVM)."""
@@ -211,7 +211,7 @@ def test_the_resume_takes_the_async_done_a_dead_run_left(
     assert {n: t.attempts for n, t in resumed.tasks.items()} == {"a": 1, "b": 1, "c": 1}
 
 
-def test_runs_are_listed_newest_first_with_the_keys_spec_names(
+def test_runs_are_listed_newest_first_with_the_documented_keys(
         broker: sbroker.Broker, tmp_path: Path) -> None:
     log = tmp_path / "ran.txt"
     one = start_run(broker, pipeline(note("a", log), name="one"))

@@ -1,6 +1,6 @@
-"""Schedules on SQLite and PostgreSQL (SPEC §13): stored with their next due time, fired by
-their dialog's conversation timer, each due run created once however many servers (brokers
-on the same database: "hosts") take timers, catch-up and overlap="skip"."""
+"""Schedules on SQLite and PostgreSQL (docs/pipelines.md): stored with their next due time,
+fired by their dialog's conversation timer, each due run created once however many servers
+(brokers on the same database: "hosts") take timers, catch-up and overlap="skip"."""
 
 from __future__ import annotations
 

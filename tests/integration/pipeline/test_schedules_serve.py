@@ -1,6 +1,6 @@
 """Two `sbroker serve` processes on one database (two hosts, on PostgreSQL) and a schedule
 whose runs fell due while no server was up: when they start, each missed run (catch-up)
-starts once, and runs to its end (SPEC §13).  Real processes; no JVM."""
+starts once, and runs to its end (docs/pipelines.md).  Real processes; no JVM."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Bad input on PostgreSQL (SPEC §10): each a one-line BrokerError that says what to do."""
+"""Bad input on PostgreSQL (docs/postgresql.md, "Errors"): each a one-line BrokerError that says
+what to do."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The dashboard (SPEC §11) on a PostgreSQL broker database: every page, the JSON views and
-the metrics read it with the dashboard's PostgreSQL statements."""
+"""The dashboard (docs/dashboard.md) on a PostgreSQL broker database: every page, the JSON views
+and the metrics read it with the dashboard's PostgreSQL statements."""
 
 from __future__ import annotations
 

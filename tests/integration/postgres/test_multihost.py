@@ -1,7 +1,7 @@
 """Many processes on one PostgreSQL database, each with its own pool (as on many hosts):
 competing readers, a killed reader's group freed, wake-ups across processes, background work
 done once however many brokers are started, executors of several processes sharing a stage
-(SPEC §10)."""
+(docs/postgresql.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Two broker databases on PostgreSQL talking over TCP (SPEC §7 on the PostgreSQL backend):
+"""Two broker databases on PostgreSQL talking over TCP (docs/network.md, on PostgreSQL):
 a dialog both ways, fragments of a large message, the end of the conversation on both sides."""
 
 from __future__ import annotations

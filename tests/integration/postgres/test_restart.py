@@ -1,5 +1,5 @@
-"""A server restart during work (SPEC §10): transactions in flight fail with a clear error,
-nothing committed is lost, and the broker reconnects by itself."""
+"""A server restart during work (docs/postgresql.md): transactions in flight fail with a clear
+error, nothing committed is lost, and the broker reconnects by itself."""
 
 from __future__ import annotations
 

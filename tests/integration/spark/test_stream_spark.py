@@ -1,6 +1,6 @@
-"""The ``sbroker`` data source on real Spark (SPEC §12): exactly once through stops, restarts
-and a killed driver; bad options failing with one line; a second reader refused; the batch
-read and write."""
+"""The ``sbroker`` data source on real Spark (docs/stream.md): exactly once through stops,
+restarts and a killed driver; bad options failing with one line; a second reader refused; the
+batch read and write."""
 
 from __future__ import annotations
 
@@ -163,8 +163,9 @@ def _run(spark: SparkSession, url: str, checkpoint: str, trigger: dict[str, bool
 
 def test_available_now_reads_what_is_there_in_batches_of_the_limit_then_stops(
         spark: SparkSession, tmp_path: Path, url: str) -> None:
-    """The scheduled job of SPEC §12: each run takes every message committed when it starts,
-    in micro-batches of at most maxMessagesPerBatch, and ends; the next run the rest."""
+    """The scheduled job of docs/stream.md ("Triggers"): each run takes every message
+    committed when it starts, in micro-batches of at most maxMessagesPerBatch, and ends; the
+    next run the rest."""
     register(spark)
     checkpoint = str(tmp_path / "checkpoint")
     _produce(url, 1_000)

@@ -1,8 +1,8 @@
 """A newer broker sending traced messages to a broker from before the optional fields
-(SPEC §15): the old one drops the connection on the first fragment that carries them, the
-newer one then sends without them, and every message still arrives once, in order, without
-its trace context; between two newer brokers the context travels. Sans-IO sessions driven
-by hand on a fake clock: no sockets, no sleeps."""
+(docs/tracing.md, "Mixed versions"): the old one drops the connection on the first fragment that
+carries them, the newer one then sends without them, and every message still arrives once, in
+order, without its trace context; between two newer brokers the context travels. Sans-IO
+sessions driven by hand on a fake clock: no sockets, no sleeps."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""The optional trace context of a message's first fragment (SPEC §15): a fragment without
-it is encoded exactly as before the field existed (so a peer that does not send it sends
-what a newer peer reads as "no context"), one with it round-trips, and optional fields a
-reader does not know are skipped."""
+"""The optional trace context of a message's first fragment (docs/tracing.md): a fragment
+without it is encoded exactly as before the field existed (so a peer that does not send it sends
+what a newer peer reads as "no context"), one with it round-trips, and optional fields a reader
+does not know are skipped."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The operations dashboard (SPEC §11): pages, the JSON API, Prometheus metrics and the
+"""The operations dashboard (docs/dashboard.md): pages, the JSON API, Prometheus metrics and the
 administrator's actions, served from a broker database by Starlette and uvicorn.
 
 Needs the ``dashboard`` extra (``pip install 'sbroker[dashboard]'``).

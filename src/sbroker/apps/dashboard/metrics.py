@@ -1,6 +1,6 @@
-"""``/metrics``: the figures of SPEC §11 in Prometheus text format, read from the database at
-each scrape (a custom collector: no counters live in this process, so every dashboard process
-reports the same totals, and they survive restarts)."""
+"""``/metrics``: the figures of docs/dashboard.md in Prometheus text format, read from the
+database at each scrape (a custom collector: no counters live in this process, so every
+dashboard process reports the same totals, and they survive restarts)."""
 
 from __future__ import annotations
 

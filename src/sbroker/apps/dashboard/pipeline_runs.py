@@ -1,6 +1,6 @@
-"""The dashboard's page of durable pipeline runs (SPEC §13): each recent run with its status
-and a timeline of every attempt of every task (a retry is one more bar on its task's row),
-and the schedules with their next due time."""
+"""The dashboard's page of durable pipeline runs (docs/pipelines.md): each recent run with its
+status and a timeline of every attempt of every task (a retry is one more bar on its task's
+row), and the schedules with their next due time."""
 
 from __future__ import annotations
 

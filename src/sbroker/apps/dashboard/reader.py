@@ -21,7 +21,7 @@ from sbroker.core.messages import Message
 from sbroker.storage import queries
 
 PAGE_SIZE = 50
-POISON_THRESHOLD = 5  # rollbacks that disable a queue (SPEC §6)
+POISON_THRESHOLD = 5  # rollbacks that disable a queue (docs/poison.md)
 STATES = {"SO": "STARTED_OUTBOUND", "SI": "STARTED_INBOUND", "CO": "CONVERSING",
           "DI": "DISCONNECTED_INBOUND", "DO": "DISCONNECTED_OUTBOUND", "ER": "ERROR",
           "CD": "CLOSED"}

@@ -1,4 +1,4 @@
-"""Who may read and act (SPEC §11).
+"""Who may read and act (docs/dashboard.md, "Actions and security").
 
 - Bound to a loopback address, reading needs no token; bound to any other address the
   dashboard refuses to start without a token, and reading needs it too.

@@ -1,4 +1,4 @@
-"""Poison-message handling for activated procedures (seed 004): see :mod:`.guard`."""
+"""Poison-message handling for activated procedures (docs/poison.md): see :mod:`.guard`."""
 
 from __future__ import annotations
 

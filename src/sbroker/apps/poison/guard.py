@@ -1,4 +1,4 @@
-"""Poison-message handling for procedures (seed 004), for queues whose application handles
+"""Poison-message handling for procedures (docs/poison.md), for queues whose application handles
 poison messages itself (``poison_message_handling=False``, or a threshold of at most 3 so
 that the engine's five consecutive rollbacks never disable the queue first).
 

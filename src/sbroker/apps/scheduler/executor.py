@@ -161,7 +161,7 @@ def executor_procedure(ctx: Any) -> None:
     broker: BrokerAPI = ctx.broker
     state = executor_state(broker)
     recover_dead_tasks(broker)
-    # The host first: executors of several hosts may serve one database (SPEC §10).
+    # The host first: executors of several hosts may serve one database (docs/postgresql.md).
     worker = f"{socket.gethostname()}:{os.getpid()}:{threading.current_thread().name}"
     serve(broker, state, worker, wait=IDLE_SECONDS, stopping=getattr(ctx, "stopping", None),
           on_task=getattr(ctx, "request_reader", None))

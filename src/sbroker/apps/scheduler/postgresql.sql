@@ -1,6 +1,6 @@
 -- The task scheduler's statements on its own tables (ExecutionLog, Schedulers,
 -- ExecutorSettings: storage/postgres/migrations/0001), for PostgreSQL.  The tables' names
--- are unquoted (stored in lower case); the views give the SPEC's column names back.
+-- are unquoted (stored in lower case); the views give the documented column names back.
 
 -- name: add_scheduler
 INSERT INTO Schedulers(SchedulerHandle, ConversationId, Name, Priority, CreatedTime)

@@ -1,4 +1,4 @@
-"""What ``install_executor`` creates, as the seed 002 creates it by hand (SPEC §8)."""
+"""What ``install_executor`` creates, as seed 002 creates it by hand (docs/scheduler.md)."""
 
 from __future__ import annotations
 

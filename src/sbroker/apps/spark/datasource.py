@@ -1,6 +1,6 @@
-"""The PySpark data source ``sbroker`` (SPEC §12): broker queues as a Spark Structured Streaming
-source and sink, and their batch twins. The engine side (positions, claims, ranges, batched
-sends) is :mod:`sbroker.engine.streams`; docs/stream.md tells the design.
+"""The PySpark data source ``sbroker``: broker queues as a Spark Structured Streaming source
+and sink, and their batch twins. The engine side (positions, claims, ranges, batched sends) is
+:mod:`sbroker.engine.streams`; docs/stream.md tells the design.
 
 What runs where (the Python data source API of PySpark 4.2 and later):
 
@@ -370,7 +370,7 @@ class QueueBatchWriter(_SinkWriter, DataSourceArrowWriter):
 
 
 class BrokerDataSource(DataSource):
-    """``format("sbroker")``: see the module docstring and SPEC §12."""
+    """``format("sbroker")``: see the module docstring and docs/stream.md."""
 
     @classmethod
     def name(cls) -> str:

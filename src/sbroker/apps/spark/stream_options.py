@@ -1,5 +1,5 @@
-"""The options of the ``sbroker`` data source (SPEC §12), checked into typed values, and the
-broker each Spark Python process opens once per URL. Imports no pyspark."""
+"""The options of the ``sbroker`` data source (docs/stream.md), checked into typed values, and
+the broker each Spark Python process opens once per URL. Imports no pyspark."""
 
 from __future__ import annotations
 

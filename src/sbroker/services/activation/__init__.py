@@ -1,5 +1,5 @@
-"""Activation (seed 001): queue monitors, internal activation of procedures in worker threads,
-QUEUE_ACTIVATION event notifications, and the external activator."""
+"""Activation (docs/activation.md): queue monitors, internal activation of procedures in worker
+threads, QUEUE_ACTIVATION event notifications, and the external activator."""
 
 from __future__ import annotations
 

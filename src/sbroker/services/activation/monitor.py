@@ -1,4 +1,5 @@
-"""A queue monitor (seed 001): the facts it tracks and the decision whether to activate (pure).
+"""A queue monitor (docs/activation.md): the facts it tracks and the decision whether to
+activate (pure).
 
 Activation is needed when the queue has receivable messages (ready, in a conversation group
 no transaction holds locked: a backlog in a group that is already being read gives a new

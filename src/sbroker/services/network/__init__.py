@@ -1,7 +1,7 @@
-"""Between instances (SPEC §7): the broker endpoint, route resolution, the transmitter and
-the receiver around the sans-IO protocol core in :mod:`sbroker.protocol`.
+"""Between instances (docs/network.md): the broker endpoint, route resolution, the transmitter
+and the receiver around the sans-IO protocol core in :mod:`sbroker.protocol`.
 
-Conventions (where SPEC.md is silent):
+Conventions (where SQL Server gives no rule to follow):
 - One endpoint per database (``create_endpoint`` has no name); the first live process that
   starts the broker runs it, other processes opening the same file leave it alone.
 - ``port=0`` picks a free port: ``broker.network.address`` tells it (and ``sbroker serve``

@@ -1,5 +1,5 @@
-"""The broker endpoint (SPEC §7): its options, stored in a table of its own (one row), and
-which session runs it."""
+"""The broker endpoint (docs/network.md): its options, stored in a table of its own (one row),
+and which session runs it."""
 
 from __future__ import annotations
 

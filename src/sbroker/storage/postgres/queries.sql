@@ -772,7 +772,7 @@ LEFT JOIN (SELECT DISTINCT key FROM sb_held_groups) h ON h.key = sb_key(m.group_
 GROUP BY q.queue_id, q.name ORDER BY q.name
 
 -- ------------------------------------------------------------------------------------------
--- Spark streams on broker queues (SPEC §12, engine/streams.py). A stream reads a queue by
+-- Spark streams on broker queues (docs/stream.md, engine/streams.py). A stream reads a queue by
 -- stream position (stream_pos, migrations/0004_stream_positions.sql: numbered by the
 -- stream's reader in the order rows became visible, where queuing_order is taken at INSERT),
 -- one priority level at a time (the index sb_messages_stream). Received rows are deleted

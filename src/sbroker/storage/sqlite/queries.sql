@@ -572,7 +572,7 @@ UPDATE sb_queues SET rollback_count = 0 WHERE rollback_count != 0 AND queue_id =
 UPDATE sb_messages SET status = 0 WHERE queuing_order = ? AND message_id = ?
 
 -- ---------------------------------------------------------------------------------------
--- Views (engine/views.py): each SPEC §9 view is also a view in the database
+-- Views (engine/views.py): each view of docs/concepts.md is also a view in the database
 -- ---------------------------------------------------------------------------------------
 
 -- name: view_conversation_endpoints
@@ -878,7 +878,7 @@ LEFT JOIN sb_group_locks l
 GROUP BY q.queue_id ORDER BY q.name
 
 -- ------------------------------------------------------------------------------------------
--- Spark streams on broker queues (SPEC §12, engine/streams.py). A stream reads a queue by
+-- Spark streams on broker queues (docs/stream.md, engine/streams.py). A stream reads a queue by
 -- position (queuing_order), one priority level at a time: the index sb_messages_ready
 -- (queue_id, status, priority, queuing_order) then hands out each level's rows in position
 -- order from any position on, whatever other queues hold.

@@ -266,7 +266,7 @@ BEGIN
     RETURN out;
 END $$;
 
--- The catalog views of SPEC §9.
+-- The catalog views (docs/concepts.md, "Views").
 CREATE VIEW conversation_endpoints AS
 SELECT e.handle AS conversation_handle, e.conversation_id, e.is_initiator,
        e.group_id AS conversation_group_id, q.name AS queue_name,
@@ -341,7 +341,7 @@ JOIN sb_queues q ON q.queue_id = m.queue_id;
 CREATE VIEW dm_broker_sessions AS
 SELECT session_id, host, pid, opened_at FROM sb_sessions;
 
--- One row per queue (SPEC §11): messages ready to receive and in groups a transaction holds,
+-- One row per queue (docs/dashboard.md): messages ready to receive and in groups a transaction holds,
 -- and the counters that never go down (received rows leave at commit, counted in
 -- sb_queue_counters; what is still in the queue is added).
 CREATE VIEW queue_stats AS

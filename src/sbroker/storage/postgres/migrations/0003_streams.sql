@@ -1,4 +1,4 @@
--- Spark Structured Streaming on broker queues (SPEC §12, engine/streams.py): the tables of
+-- Spark Structured Streaming on broker queues (docs/stream.md, engine/streams.py): the tables of
 -- storage/sqlite/migrations/0008_streams.sql.
 
 -- A queue read by a stream: its claim (the reader's token, and the broker session of the

@@ -1,4 +1,4 @@
--- External activation across hosts (SPEC §5): the last QUEUE_ACTIVATION notification of each
+-- External activation across hosts (docs/activation.md): the last QUEUE_ACTIVATION notification of each
 -- queue and the session that sent it. Every started broker runs a monitor for the queue; only
 -- the last sender, or any once monitor_interval has passed since, sends the next one
 -- (claim_activation_notice), so many hosts send one notification where one broker would.

@@ -1,4 +1,4 @@
--- Durable pipeline runs (SPEC §13, apps/pipeline): a run, each of its tasks, and each attempt
+-- Durable pipeline runs (docs/pipelines.md, apps/pipeline): a run, each of its tasks, and each attempt
 -- of a task (an ExecutionLog row).  A run keeps one scheduler dialog (SchedulerHandle) for
 -- its whole life, across processes: a resume takes the AsyncDone messages a dead process
 -- left on it, and the retry timer is that dialog's conversation timer.  An attempt's Outcome

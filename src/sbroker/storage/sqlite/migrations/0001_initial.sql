@@ -1,4 +1,4 @@
--- sbroker schema, version 1.  Tables are prefixed sb_; views carry the SPEC's names.
+-- sbroker schema, version 1.  Tables are prefixed sb_; views carry SQL Server's names.
 CREATE TABLE sb_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 
 CREATE TABLE sb_message_types (

@@ -1,4 +1,4 @@
--- The catalog views of SPEC §9, queryable with plain SQL.
+-- The catalog views (docs/concepts.md, "Views"), queryable with plain SQL.
 CREATE VIEW conversation_endpoints AS
 SELECT e.handle AS conversation_handle, e.conversation_id, e.is_initiator,
        e.group_id AS conversation_group_id, q.name AS queue_name,

@@ -1,4 +1,4 @@
--- What operators see (SPEC §11) and what issue 17 found missing.
+-- What operators see (docs/dashboard.md, docs/operations.md).
 --
 -- Every queue row records when it was enqueued (SQL Server's message_enqueue_time).
 ALTER TABLE sb_messages ADD COLUMN enqueued_at REAL NOT NULL DEFAULT 0;

@@ -7,7 +7,7 @@ CREATE TABLE IF NOT EXISTS sb_shared_dialogs (
     handle TEXT NOT NULL
 ) WITHOUT ROWID;
 
--- The broker endpoint (SPEC §7): its options (one row) and the process that runs it.
+-- The broker endpoint (docs/network.md): its options (one row) and the process that runs it.
 CREATE TABLE IF NOT EXISTS sb_net_endpoint (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     options TEXT NOT NULL,
@@ -44,7 +44,7 @@ CREATE TABLE IF NOT EXISTS sb_net_inbound (
     PRIMARY KEY (conversation_id, from_initiator)
 ) WITHOUT ROWID;
 
--- The task scheduler of seed 002 (apps/scheduler).
+-- The task scheduler (apps/scheduler, docs/scheduler.md).
 CREATE TABLE IF NOT EXISTS ExecutionLog (
     LogID INTEGER PRIMARY KEY AUTOINCREMENT,
     CallerID TEXT NOT NULL,
@@ -77,7 +77,7 @@ CREATE VIEW IF NOT EXISTS ExecutionStatus AS
     FROM ExecutionLog WHERE Status = 'running';
 CREATE TABLE IF NOT EXISTS ExecutorSettings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 
--- Poison messages (apps/poison.py, seed 004): incidents, and removed messages.
+-- Poison messages (apps/poison, docs/poison.md): incidents, and removed messages.
 CREATE TABLE IF NOT EXISTS poison_message_details (
     incident_id INTEGER PRIMARY KEY,
     queue_name TEXT NOT NULL,

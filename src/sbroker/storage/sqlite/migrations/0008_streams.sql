@@ -1,4 +1,4 @@
--- Spark Structured Streaming on broker queues (SPEC §12, engine/streams.py).
+-- Spark Structured Streaming on broker queues (docs/stream.md, engine/streams.py).
 --
 -- A stream's offset is a queue position: "received through queuing_order N". That only holds
 -- if a position is never handed out twice. queuing_order was a plain INTEGER PRIMARY KEY, and

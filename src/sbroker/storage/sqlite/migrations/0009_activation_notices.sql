@@ -1,4 +1,4 @@
--- External activation across processes (SPEC §5): the last QUEUE_ACTIVATION notification of
+-- External activation across processes (docs/activation.md): the last QUEUE_ACTIVATION notification of
 -- each queue and the session that sent it. Every started broker runs a monitor for the queue;
 -- only the last sender, or any once monitor_interval has passed since, sends the next one
 -- (activation.claim_activation_notice), so several brokers on one database send one

@@ -1,4 +1,4 @@
--- T-SQL procedures (SPEC §14): CREATE PROCEDURE keeps its text here, by name.
+-- T-SQL procedures (docs/tsql.md): CREATE PROCEDURE keeps its text here, by name.
 CREATE TABLE sb_tsql_procedures (
     name TEXT PRIMARY KEY,
     definition TEXT NOT NULL,
