@@ -269,6 +269,7 @@ def test_a_stage_task_cannot_map() -> None:
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
+@pytest.mark.spark  # the example's task module imports pyspark (no session is started)
 def test_the_orders_example_in_python_is_the_toml_examples_graph() -> None:
     toml = parse_pipeline((EXAMPLES / "orders_pipeline.toml").read_text())
     python = load_python_pipeline(f"{EXAMPLES / 'orders_pipeline.py'}:pipe")
