@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
-import resource
 import statistics
 import sys
 import tempfile
@@ -28,6 +26,7 @@ from rich.console import Console
 from rich.table import Table
 
 import sbroker
+from bench import measure
 from bench.report import store
 from bench.workloads import percentile
 from sbroker.apps.spark import (
@@ -55,11 +54,6 @@ def _broker(tmp: Path, name: str, runner: Any, readers: int) -> sbroker.Broker:
     return b
 
 
-def _cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)  # every thread of this process
-    return usage.ru_utime + usage.ru_stime
-
-
 def overhead(tmp: Path, runs: int) -> tuple[list[float], list[float]]:
     """ms per task: 1,000 no-op Python tasks in 10 stages of 100, 4 executor readers; wall
     time, and CPU time of the process (all its threads) over the same span."""
@@ -68,14 +62,14 @@ def overhead(tmp: Path, runs: int) -> tuple[list[float], list[float]]:
         runner = SparkRunner()  # no-op tasks never touch Spark: no JVM starts
         b = _broker(tmp, f"overhead{run}", runner, 4)
         try:
-            start, cpu_start = time.perf_counter(), _cpu()
+            start, cpu_start = time.perf_counter(), measure.cpu()
             with b.scheduler("bench") as s:
                 for _stage in range(10):
                     for _ in range(100):
                         s.exec_async(PythonTask("bench.tasks:noop"))
                     s.wait_all()
             wall.append(time.perf_counter() - start)  # seconds per 1,000 = ms per task
-            cpu.append(_cpu() - cpu_start)
+            cpu.append(measure.cpu() - cpu_start)
             assert not runner.started, "a no-op task started Spark"
         finally:
             b.close()
@@ -110,16 +104,12 @@ class _Clock:
     not depend on what else the machine runs, the wall figure does."""
 
     def __init__(self, spark: Any) -> None:
-        proc = getattr(getattr(spark.sparkContext, "_gateway", None), "proc", None)
-        self._stat = f"/proc/{proc.pid}/stat" if proc is not None else None
+        self._jvm = getattr(getattr(spark.sparkContext, "_gateway", None), "proc", None)
 
     def read(self) -> tuple[float, float]:
-        cpu = _cpu()
-        if self._stat is not None and os.path.exists(self._stat):
-            with open(self._stat, encoding="ascii") as handle:
-                fields = handle.read().rsplit(")", 1)[1].split()
-            cpu += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        return time.perf_counter(), cpu
+        alive = self._jvm is not None and self._jvm.poll() is None
+        jvm = measure.cpu_of(self._jvm.pid) if alive else 0.0
+        return time.perf_counter(), measure.cpu() + jvm
 
 
 def _direct(spark: Any, clock: _Clock) -> tuple[float, float]:
