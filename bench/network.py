@@ -18,6 +18,7 @@ figure than the wall clock on a busy machine (on PostgreSQL the server's CPU is 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sqlite3
 import subprocess
 import sys
@@ -45,6 +46,8 @@ def _serve(db: str) -> None:
 
 
 class _Child:
+    """A process serving ``db`` (durability full), stopped on leaving ``with``."""
+
     def __init__(self, db: str) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "bench.network", "--serve", str(db)],
@@ -56,7 +59,13 @@ class _Child:
             raise RuntimeError(f"serving process did not start: {line!r}")
         self.port = int(line.split()[1])
 
-    def stop(self) -> None:
+    def __enter__(self) -> _Child:
+        return self
+
+    def cpu(self) -> float:
+        return cpu_of(self.proc.pid)
+
+    def __exit__(self, *exc: object) -> None:
         self.proc.terminate()
         self.proc.wait(30)
         if self.proc.stdout is not None:
@@ -118,22 +127,20 @@ def run(messages: int, dialogs: int, size: int, faults: Faults | None,
     db_a, db_b = new("a"), new("b")
     _setup(db_a, "SvcA", [], endpoint)
     _setup(db_b, "SvcB", ["DEFAULT"], endpoint)
-    child_b = _Child(db_b)
-    proxy = None
-    port = child_b.port
-    if faults is not None:
-        proxy = FaultProxy(child_b.port, faults, seed=42)
-        port = proxy.start()
-    if end_to_end:
-        with sbroker.Broker.open(db_a) as b:
-            b.create_route("to-b", "SvcB", f"tcp://127.0.0.1:{port}")
-    sender = sbroker.Broker.open(db_a, durability="full")
-    receiver = sbroker.Broker.open(db_b, durability="full")
-    body = b"x" * size
-    per_dialog = messages // dialogs
+    body, per_dialog = b"x" * size, messages // dialogs
     total = per_dialog * dialogs
-    child_a: _Child | None = None
-    try:
+    with contextlib.ExitStack() as stack:
+        child_b = stack.enter_context(_Child(db_b))
+        proxy, port = None, child_b.port
+        if faults is not None:
+            proxy = FaultProxy(child_b.port, faults, seed=42)
+            port = proxy.start()
+            stack.callback(proxy.stop)
+        if end_to_end:
+            with sbroker.Broker.open(db_a) as b:
+                b.create_route("to-b", "SvcB", f"tcp://127.0.0.1:{port}")
+        sender = stack.enter_context(sbroker.Broker.open(db_a, durability="full"))
+        receiver = stack.enter_context(sbroker.Broker.open(db_b, durability="full"))
         with sender.transaction() as tx:
             handles = [tx.begin_dialog("SvcA", "SvcB") for _ in range(dialogs)]
 
@@ -142,7 +149,7 @@ def run(messages: int, dialogs: int, size: int, faults: Faults | None,
                 with sender.transaction() as tx:
                     tx.send(handles, body=body)
 
-        child_a = _Child(db_a)
+        child_a = stack.enter_context(_Child(db_a))
         received = [0]
 
         def drain() -> None:
@@ -154,7 +161,7 @@ def run(messages: int, dialogs: int, size: int, faults: Faults | None,
         reader = threading.Thread(target=drain)
         if not end_to_end:
             send_all()  # no route yet: the messages wait in A's transmission queue
-        cpu0 = (cpu_of(child_a.proc.pid), cpu_of(child_b.proc.pid))
+        cpu0 = (child_a.cpu(), child_b.cpu())
         t0 = time.perf_counter()
         if end_to_end:
             reader.start()
@@ -165,15 +172,7 @@ def run(messages: int, dialogs: int, size: int, faults: Faults | None,
             sender.create_route("to-b", "SvcB", f"tcp://127.0.0.1:{port}")
             n = _wait_transferred(db_a, db_b, total, time.monotonic() + 600)
         elapsed = time.perf_counter() - t0
-        cpu1 = (cpu_of(child_a.proc.pid), cpu_of(child_b.proc.pid))
-    finally:
-        sender.close()
-        receiver.close()
-        if child_a is not None:
-            child_a.stop()
-        child_b.stop()
-        if proxy is not None:
-            proxy.stop()
+        cpu1 = (child_a.cpu(), child_b.cpu())
     result: dict[str, Any] = {"messages": n, "seconds": round(elapsed, 3),
                               "msg_per_s": round(n / elapsed),
                               "cpu_a": round(cpu1[0] - cpu0[0], 2),

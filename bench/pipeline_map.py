@@ -71,13 +71,11 @@ def toml_text(count: int) -> str:
 
 def _sbroker(count: int, python: bool) -> Callable[[int], None]:
     """A runner of the pipeline (``count`` items) on a broker made once for the process."""
+    from bench.pipeline_dag import _broker
     from sbroker.apps.pipeline import parse_pipeline, start_run
-    from sbroker.apps.spark import SparkRunner
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-map-"))
-    broker = sbroker.Broker.open(tmp / "map.db", monitor_interval=0.2)
-    broker.install_executor(max_queue_readers=WORKERS, runner=SparkRunner())  # no JVM
-    broker.start()
+    broker = _broker(tmp, "map", readers=WORKERS)  # no-op tasks: no JVM
 
     def run(n: int) -> None:
         model = (pipe.definition({"count": n}) if python

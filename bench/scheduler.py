@@ -25,16 +25,12 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-import sbroker
 from bench import measure
+from bench import pipeline_dag as dag
+from bench.pipeline_dag import NOOP, _broker
 from bench.report import store
 from bench.workloads import percentile
-from sbroker.apps.spark import (
-    PythonTask,
-    SparkConfig,
-    SparkRunner,
-    SparkSQL,
-)
+from sbroker.apps.spark import SparkConfig, SparkRunner, SparkSQL
 
 console = Console()
 QUERIES = [  # 40 small Spark SQL queries of a few shapes
@@ -47,32 +43,22 @@ WARMUP_PASSES = 6
 READERS = 4  # the executor's max_queue_readers and the thread pool's size
 
 
-def _broker(tmp: Path, name: str, runner: Any, readers: int) -> sbroker.Broker:
-    b = sbroker.Broker.open(tmp / f"{name}.db", monitor_interval=0.2)
-    b.install_executor(max_queue_readers=readers, runner=runner)
-    b.start()
-    return b
-
-
 def overhead(tmp: Path, runs: int) -> tuple[list[float], list[float]]:
     """ms per task: 1,000 no-op Python tasks in 10 stages of 100, 4 executor readers; wall
     time, and CPU time of the process (all its threads) over the same span."""
     wall, cpu = [], []
     for run in range(runs):
         runner = SparkRunner()  # no-op tasks never touch Spark: no JVM starts
-        b = _broker(tmp, f"overhead{run}", runner, 4)
-        try:
+        with _broker(tmp, f"overhead{run}", runner, 4) as b:
             start, cpu_start = time.perf_counter(), measure.cpu()
             with b.scheduler("bench") as s:
                 for _stage in range(10):
                     for _ in range(100):
-                        s.exec_async(PythonTask("bench.tasks:noop"))
+                        s.exec_async(NOOP)
                     s.wait_all()
             wall.append(time.perf_counter() - start)  # seconds per 1,000 = ms per task
             cpu.append(measure.cpu() - cpu_start)
-            assert not runner.started, "a no-op task started Spark"
-        finally:
-            b.close()
+        assert not runner.started, "a no-op task started Spark"
     return wall, cpu
 
 
@@ -82,20 +68,17 @@ def fairness(tmp: Path, runs: int) -> tuple[list[float], list[float]]:
     contended: list[float] = []
     for run in range(runs):
         for big_tasks, out in ((0, alone), (1000, contended)):
-            b = _broker(tmp, f"fair{run}-{big_tasks}", SparkRunner(), 4)
-            try:
-                with b.scheduler("big") as big, b.scheduler("small") as small:
-                    for _ in range(big_tasks):
-                        big.exec_async(PythonTask("bench.tasks:noop"))
-                    start = time.perf_counter()
-                    for _ in range(3):
-                        small.exec_async(PythonTask("bench.tasks:noop"))
-                    small.wait_all()
-                    out.append(time.perf_counter() - start)
-                    if big_tasks:
-                        big.wait_all()
-            finally:
-                b.close()
+            with _broker(tmp, f"fair{run}-{big_tasks}", SparkRunner(), 4) as b, \
+                    b.scheduler("big") as big, b.scheduler("small") as small:
+                for _ in range(big_tasks):
+                    big.exec_async(NOOP)
+                start = time.perf_counter()
+                for _ in range(3):
+                    small.exec_async(NOOP)
+                small.wait_all()
+                out.append(time.perf_counter() - start)
+                if big_tasks:
+                    big.wait_all()
     return alone, contended
 
 
@@ -187,12 +170,8 @@ def _scheduled_idle(s: Any, clock: _Clock, spans: _Spans) -> tuple[float, float,
 def _spark_scheduler(tmp: Path, name: str, runner: SparkRunner | _Spans) -> Iterator[Any]:
     """A scheduler of a fresh broker whose executor runs on ``runner``'s session; closing
     the broker leaves the session running for the next round."""
-    b = _broker(tmp, name, runner, READERS)
-    try:
-        with b.scheduler(name) as s:
-            yield s
-    finally:
-        b.close()
+    with _broker(tmp, name, runner, READERS) as b, b.scheduler(name) as s:
+        yield s
 
 
 def _warm_up(spark: Any, runner: SparkRunner, tmp: Path, clock: _Clock,
@@ -254,8 +233,6 @@ def _fmt(values: list[float], unit: str, digits: int = 2) -> str:
 
 def _dag(tmp: Path, runs: int, add: Any) -> None:
     """Durable pipeline runs (see bench/pipeline_dag.py)."""
-    from bench import pipeline_dag as dag
-
     console.print("DAG: 1,000 no-op tasks (fan-out 99 -> join, x10) vs 10 stages of 100 vs a"
                   " thread pool of 4; a 200-task chain; resuming a 1,000-task run ...")
     per_task = dag.overhead(tmp, runs)

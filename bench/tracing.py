@@ -23,15 +23,15 @@ import contextlib
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from bench.measure import child_json
+
 MODES = ("main", "absent", "api", "provider", "none")
-HERE = Path(__file__).resolve().parent.parent
 
 
 def _block_opentelemetry() -> None:
@@ -100,13 +100,9 @@ def child(mode: str, w1_n: int, w4_n: int) -> dict[str, float]:
 
 
 def _run_child(mode: str, args: argparse.Namespace) -> dict[str, float]:
-    src = args.main_src if mode == "main" else str(HERE / "src")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, str(HERE)])}
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.tracing", "--child", mode, "--w1", str(args.w1),
-         "--w4", str(args.w4)], env=env, cwd=HERE, capture_output=True, text=True,
-        check=True, timeout=900)
-    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    result: dict[str, float] = child_json(
+        ["-m", "bench.tracing", "--child", mode, "--w1", str(args.w1), "--w4", str(args.w4)],
+        src=args.main_src if mode == "main" else None)
     return result
 
 

@@ -32,6 +32,7 @@ from unittest import mock
 
 from bench import docs
 from bench.measure import cpu as process_cpu
+from bench.measure import progress
 from bench.report import store
 from bench.runner import fresh
 from bench.servers import PostgresServer, ServerPool
@@ -307,10 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.runs < 1:
         p.error("--runs must be at least 1")
     sizes = QUICK if args.quick else FULL
-    started, t0 = datetime.now(UTC), time.perf_counter()
-
-    def log(line: str) -> None:
-        print(f"{time.perf_counter() - t0:7.1f}s {line}", file=sys.stderr, flush=True)
+    started, log = datetime.now(UTC), progress()
 
     pool = ServerPool(log, pg_settings=PG_SETTINGS)
     rows: list[dict[str, Any]] = []
