@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import statistics
 import sys
 import tempfile
 import threading
@@ -22,17 +21,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-
 from bench import measure
 from bench import pipeline_dag as dag
+from bench.docs import table_file
 from bench.pipeline_dag import NOOP, _broker
 from bench.report import store
 from bench.workloads import percentile
 from sbroker.apps.spark import SparkConfig, SparkRunner, SparkSQL
 
-console = Console()
 QUERIES = [  # 40 small Spark SQL queries of a few shapes
     *(f"SELECT sum(id) AS s FROM range({10_000 * (i + 1)})" for i in range(10)),
     *(f"SELECT id % {i + 2} AS k, count(*) AS n FROM range(50000) GROUP BY 1" for i in range(10)),
@@ -226,14 +222,9 @@ def spark_ratio(tmp: Path, runs: int,
     return cold, warm, direct, seen
 
 
-def _fmt(values: list[float], unit: str, digits: int = 2) -> str:
-    return (f"{statistics.median(values):.{digits}f} {unit} "
-            f"(min {min(values):.{digits}f}, max {max(values):.{digits}f}, n={len(values)})")
-
-
 def _dag(tmp: Path, runs: int, add: Any) -> None:
     """Durable pipeline runs (see bench/pipeline_dag.py)."""
-    console.print("DAG: 1,000 no-op tasks (fan-out 99 -> join, x10) vs 10 stages of 100 vs a"
+    print("DAG: 1,000 no-op tasks (fan-out 99 -> join, x10) vs 10 stages of 100 vs a"
                   " thread pool of 4; a 200-task chain; resuming a 1,000-task run ...")
     per_task = dag.overhead(tmp, runs)
     add("durable DAG run, per task", per_task["dag"], "ms")
@@ -264,36 +255,34 @@ def main() -> None:
     parts = set(args.only or ("overhead", "fairness", "spark", "dag"))
     if args.no_spark:
         parts.discard("spark")
-    table = Table(title="sbroker task scheduler (durability=normal)")
-    for col in ("benchmark", "figure", "target"):
-        table.add_column(col)
     stored: list[dict[str, object]] = []  # what bench/results/scheduler-latest.json keeps
-    started = datetime.now(UTC).isoformat()
+    data = {"started": datetime.now(UTC).isoformat(), "rows": stored,
+            "command": " ".join(["python -m bench.scheduler", *argv])}
 
     def add(figure: str, values: list[float], unit: str, target: str = "",
             digits: int = 2) -> None:
-        table.add_row(figure, _fmt(values, unit, digits), target)
         stored.append({"figure": figure, "unit": unit, "values": values, "target": target,
                        "digits": digits})
+
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         if "overhead" in parts:
-            console.print("overhead: 1,000 no-op tasks, 10 stages of 100, 4 readers ...")
+            print("overhead: 1,000 no-op tasks, 10 stages of 100, 4 readers ...")
             wall, cpu = overhead(tmp, args.runs)
             add("overhead per task", wall, "ms", "<= 2 ms")
             add("CPU per task (all threads)", cpu, "ms")
         if "fairness" in parts:
-            console.print("fairness: 3 tasks alone, then behind a scheduler with 1,000 queued")
+            print("fairness: 3 tasks alone, then behind a scheduler with 1,000 queued")
             alone, contended = fairness(tmp, args.runs)
             add("small scheduler alone", alone, "s", digits=3)
             add("small scheduler with a big one", contended, "s", "close to alone", 3)
         if "dag" in parts:
             _dag(tmp, args.runs, add)
         if "spark" in parts:
-            console.print("Spark: 40 small SQL queries, scheduler vs thread pool of 4 ...")
+            print("Spark: 40 small SQL queries, scheduler vs thread pool of 4 ...")
             cold, warm, direct, warmup = spark_ratio(tmp, args.runs, args.warmup)
-            console.print(f"  warm-up passes (thread pool, scheduler; s): "
-                          f"{' '.join(f'{w:.2f}' for w in warmup)}", soft_wrap=True)
+            print(f"  warm-up passes (thread pool, scheduler; s): "
+                          f"{' '.join(f'{w:.2f}' for w in warmup)}")
             for label, walls in (("scheduler from cold", [r[0] for r in cold]),
                                  ("scheduler with readers running", [r[0] for r in warm]),
                                  ("from a thread pool of 4 (mean of 2 around)",
@@ -309,10 +298,10 @@ def main() -> None:
                     [r[2] * 1000 for r in rounds], "ms", digits=0)
                 add(f"a reader's idle between and after tasks ({label})",
                     [r[3] * 1000 for r in rounds], "ms", digits=0)
-    console.print(table)
+    print("\n".join(table_file("sbroker task scheduler, durability normal",
+                                "python -m bench.scheduler", "scheduler-latest.json", data)))
     if not args.no_json:
-        store("scheduler-latest.json", {"started": started, "rows": stored,
-                            "command": " ".join(["python -m bench.scheduler", *argv])})
+        store("scheduler-latest.json", data)
 
 
 if __name__ == "__main__":
