@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from bench.servers import ServerPool
+from bench.servers import databases
 from bench.systems.postgres import SCHEMA, PostgresClient
 from bench.workloads import body
 
@@ -209,14 +209,12 @@ def main(argv: list[str] | None = None) -> None:
     systems = ["sbroker", "raw postgres"] if args.peer else ["sbroker"]
     shapes = [(1, 1, args.baseline_messages), (args.processes, args.threads, args.messages)]
     drains: dict[tuple[str, int], list[Drain]] = {}
-    pool = ServerPool()
-    try:
-        server: Any = pool.get("postgres")
+    with databases("postgres") as new:
         for run in range(1, args.runs + 1):
             for system in systems:
                 peer = system != "sbroker"
                 for k, (processes, threads, messages) in enumerate(shapes):
-                    url = server.create_database(f"w{5 if k else 1}_{run}{'_peer' if peer else ''}")
+                    url = new(f"w{5 if k else 1}_{run}{'_peer' if peer else ''}_")
                     drains.setdefault((system, k), []).append(
                         measure(url, messages, processes, threads, peer=peer))
                 one, many = drains[system, 0][-1], drains[system, 1][-1]
@@ -241,8 +239,6 @@ def main(argv: list[str] | None = None) -> None:
                   f" {_cpus() / b1:.2f}x W1; W5's CPU per message is {b5 / m5 * 1e6:,.0f} µs"
                   f" against W1's {b1 / m1 * 1e6:,.0f}; context switches per message:"
                   f" W5 {s5:.1f}, W1 {s1:.1f}")
-    finally:
-        pool.close()
 
 
 if __name__ == "__main__":
