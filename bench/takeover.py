@@ -104,17 +104,11 @@ def wait_for(check: object, what: str) -> object:
     return got
 
 
-def kill(proc: subprocess.Popen[str]) -> None:
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()  # reaped at once, as a service manager does
-    if proc.stdout is not None:
-        proc.stdout.close()
-
-
-def stop(proc: subprocess.Popen[str]) -> None:
+def stop(proc: subprocess.Popen[str], kill: bool = False) -> None:
+    """kill -9 (reaped at once, as a service manager does), or SIGTERM (SIGKILL after 30 s)."""
     if proc.poll() is None:
-        proc.send_signal(signal.SIGCONT)
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signal.SIGCONT)  # a paused server must be able to stop
+        proc.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
         try:
             proc.wait(30)
         except subprocess.TimeoutExpired:
@@ -130,7 +124,7 @@ def resume_round(db: str, folder: Path) -> tuple[float, float]:
     path = chain(folder, log, 0.5, None)
     first = sbroker(db, folder, "run", str(path))
     wait_for(lambda: starts(log), "the first run never started a task")
-    kill(first)
+    stop(first, kill=True)
     before = len(starts(log))
     launched = time.time()
     resume = sbroker(db, folder, "run", str(path), "--resume")
@@ -161,7 +155,7 @@ def takeover_round(db: str, folder: Path, lease: str | None, pause: bool) -> flo
             victim.send_signal(signal.SIGSTOP)
             wait_for(lambda: _driver(db, folder, run_id) != victim.pid, "never taken over")
             return time.time() - at
-        kill(victim)
+        stop(victim, kill=True)
         try:
             got = wait_for(lambda: [s for s in starts(log)[before:] if s[1] != victim.pid],
                            "no other server took the run over")
