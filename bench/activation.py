@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.report import store
+from bench.workloads import percentile
 from sbroker import Activation, ActivationContext, Broker
 
 WAIT = 120.0
@@ -34,11 +35,6 @@ def open_broker(folder: Path, name: str, durability: str, **options: Any) -> Bro
     b.create_queue("InitQ")
     b.create_service("Init", "InitQ")
     return b
-
-
-def percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 def activation_latency(folder: Path, durability: str, trials: int) -> dict[str, Any]:

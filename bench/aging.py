@@ -16,6 +16,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from bench.measure import progress
 from bench.report import store
 from bench.runner import fresh
 from bench.servers import ServerPool
@@ -94,10 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
     if args.aged < 1 or args.n < 1 or args.runs < 1:
         p.error("--aged, -n and --runs must be at least 1")
-    started, t0 = datetime.now(UTC), time.perf_counter()
-
-    def log(line: str) -> None:
-        print(f"{time.perf_counter() - t0:7.1f}s {line}", file=sys.stderr, flush=True)
+    started, log = datetime.now(UTC), progress()
 
     rows = measure(args.aged, Sizes(w1=args.n, w2=0, w3=0, w4=0), args.runs, log)
     for row in rows:

@@ -20,21 +20,18 @@ readers) with this checkout's code and with the code in DIR (e.g. an export of m
 from __future__ import annotations
 
 import argparse
-import json
+import functools
 import multiprocessing as mp
 import os
 import statistics
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+from bench.measure import ROOT, child_json, turns
 from sbroker.apps.scheduler.attempts import Attempt, Reader
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def noop() -> None:
@@ -95,15 +92,14 @@ def _cpu() -> float:
 def per_attempt(ways: dict[str, tuple[Callable[[int], None], int]],
                 rounds: int) -> dict[str, tuple[float, float]]:
     """µs of wall and CPU per attempt, median over rounds, the ways taking turns."""
-    wall: dict[str, list[float]] = {k: [] for k in ways}
-    cpu: dict[str, list[float]] = {k: [] for k in ways}
-    for _ in range(rounds):
-        for name, (fn, n) in ways.items():
-            c0, w0 = _cpu(), time.perf_counter()
-            fn(n)
-            wall[name].append((time.perf_counter() - w0) / n * 1e6)
-            cpu[name].append((_cpu() - c0) / n * 1e6)
-    return {k: (statistics.median(wall[k]), statistics.median(cpu[k])) for k in ways}
+    def timed(fn: Callable[[int], None], n: int) -> tuple[float, float]:
+        c0, w0 = _cpu(), time.perf_counter()
+        fn(n)
+        return (time.perf_counter() - w0) / n * 1e6, (_cpu() - c0) / n * 1e6
+
+    got = turns({k: functools.partial(timed, fn, n) for k, (fn, n) in ways.items()}, rounds)
+    return {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v))
+            for k, v in got.items()}
 
 
 _DAG_RUN = """
@@ -125,10 +121,7 @@ print(json.dumps([wall, cpu]))
 
 def dag_run(root: Path) -> tuple[float, float]:
     """(wall s, CPU s) of one 1,000-task DAG run with the code under ``root``."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root / "src"), str(root)]))
-    out = subprocess.run([sys.executable, "-W", "ignore", "-c", _DAG_RUN], cwd=root, env=env,
-                         capture_output=True, text=True, check=True)
-    wall, cpu = json.loads(out.stdout.strip().splitlines()[-1])
+    wall, cpu = child_json(["-W", "ignore", "-c", _DAG_RUN], root=root)
     return wall, cpu
 
 
@@ -146,10 +139,8 @@ def main() -> None:
     for name, (wall, cpu) in per_attempt(ways, args.rounds).items():
         print(f"{name:15s} {wall:9.1f} µs wall {cpu:9.1f} µs CPU per attempt")
     if args.dag_against is not None:
-        runs: dict[str, list[tuple[float, float]]] = {"this": [], "other": []}
-        for _ in range(args.rounds):
-            runs["this"].append(dag_run(ROOT))
-            runs["other"].append(dag_run(args.dag_against.resolve()))
+        runs = turns({"this": lambda: dag_run(ROOT),
+                      "other": lambda: dag_run(args.dag_against.resolve())}, args.rounds)
         for name, got in runs.items():
             where = ROOT if name == "this" else args.dag_against
             print(f"1,000-task DAG, {where}: {statistics.median(w for w, _ in got):.3f} s"

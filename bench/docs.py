@@ -5,14 +5,13 @@ reads one file or says how to store it; the prose holds no figure of its own."""
 from __future__ import annotations
 
 import json
-import os
 import statistics
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bench.report import RESULTS_DIR, best_peer, groups, ratio
+from bench.report import RESULTS_DIR, best_peer, groups, ratio, write_whole
 from bench.runner import Result, num
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "performance.md"
@@ -258,10 +257,5 @@ def render(folder: Path = RESULTS_DIR) -> str:
 
 
 def write_docs(folder: Path = RESULTS_DIR, doc: Path = DOC) -> Path:
-    """Write docs/performance.md from the stored results; returns its path.  The page is
-    replaced in one step, so a reader (the docs test, running beside this) never sees half."""
-    doc.parent.mkdir(exist_ok=True)
-    part = doc.with_name(f".{doc.name}.{os.getpid()}.tmp")
-    part.write_text(render(folder))
-    os.replace(part, doc)
-    return doc
+    """Write docs/performance.md from the stored results, in one step; returns its path."""
+    return write_whole(doc, render(folder))

@@ -31,19 +31,16 @@ import queue
 import statistics
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from bench.servers import ServerPool
+from bench.servers import databases
 from bench.systems.postgres import SCHEMA, PostgresClient
+from bench.workloads import body
 
 CONVERSATIONS = 100
 BODY = 200
 PEER_TABLE = "w5_peer"
-
-
-def _body(i: int) -> bytes:
-    """Message ``i``: its number first (readers report what they got), padded to BODY."""
-    return f"{i:010d}".encode().ljust(BODY, b".")
 
 
 def fill(url: str, messages: int) -> None:
@@ -60,44 +57,52 @@ def fill(url: str, messages: int) -> None:
         for start in range(0, messages, 100):
             with b.transaction() as tx:
                 for i in range(start, min(start + 100, messages)):
-                    tx.send(handles[i % CONVERSATIONS], "DEFAULT", _body(i))
+                    tx.send(handles[i % CONVERSATIONS], "DEFAULT", body(i, BODY))
 
 
-def reader(url: str, threads: int, gate: Any, out: Any) -> None:
-    """One process: ``threads`` threads receiving one message per transaction until the
-    queue is empty; puts (received numbers, the time the last thread finished)."""
-    from sbroker import Broker
+Reader = tuple[Callable[[], bytes | None], Callable[[], bool]]
+"""One reader thread's ``take()`` (a message's body, or None) and ``left()`` (whether any is
+still queued: the rest may be in groups or rows that other readers hold)."""
 
-    b = Broker.open(url + f"?pool_max={threads + 4}")
+
+def _race(readers: list[Reader], gate: Any, out: Any) -> None:
+    """Once every process is ready, one thread per reader receives until none is left; put
+    (received numbers, the time the last thread finished)."""
     got: list[int] = []
-    lock = threading.Lock()
 
-    def run() -> None:
+    def run(take: Callable[[], bytes | None], left: Callable[[], bool]) -> None:
         mine = []
         while True:
-            with b.transaction() as tx:
-                msgs = tx.receive("q", top=1)
-            if not msgs:
-                if not b.peek("q", top=1):
-                    break
-                continue  # the rest is in groups other readers hold
-            mine.append(int(msgs[0].message_body[:10]))
-        with lock:
-            got.extend(mine)
+            body = take()
+            if body is not None:
+                mine.append(int(body[:10]))
+            elif not left():
+                break
+        got.extend(mine)
 
-    _race([threading.Thread(target=run) for _ in range(threads)], gate, out, got)
-    b.close()
-
-
-def _race(workers: list[threading.Thread], gate: Any, out: Any, got: list[int]) -> None:
-    """Start the reader threads when every process is ready; put (received numbers, the
-    time the last thread finished)."""
+    workers = [threading.Thread(target=run, args=reader) for reader in readers]
     gate.wait()
     for w in workers:
         w.start()
     for w in workers:
         w.join()
     out.put((got, time.time()))
+
+
+def reader(url: str, threads: int, gate: Any, out: Any) -> None:
+    """One process: ``threads`` threads receiving one message per transaction until the
+    queue is empty."""
+    from sbroker import Broker
+
+    b = Broker.open(url + f"?pool_max={threads + 4}")
+
+    def take() -> bytes | None:
+        with b.transaction() as tx:
+            msgs = tx.receive("q", top=1)
+        return bytes(msgs[0].message_body) if msgs else None
+
+    _race([(take, lambda: bool(b.peek("q", top=1)))] * threads, gate, out)
+    b.close()
 
 
 def fill_peer(dsn: str, messages: int) -> None:
@@ -109,33 +114,23 @@ def fill_peer(dsn: str, messages: int) -> None:
     client = PostgresClient(dsn, PEER_TABLE, "normal")
     try:
         for start in range(0, messages, 100):
-            client.send_batch([_body(i) for i in range(start, min(start + 100, messages))])
+            client.send_batch([body(i, BODY) for i in range(start, min(start + 100, messages))])
     finally:
         client.close()
 
 
 def peer_reader(dsn: str, threads: int, gate: Any, out: Any) -> None:
     """:func:`reader` for the raw peer: a connection per thread, one row per receive."""
-    got: list[int] = []
-    lock = threading.Lock()
     left = f"SELECT EXISTS (SELECT 1 FROM {PEER_TABLE} WHERE status = 'queued')"
 
-    def run(client: PostgresClient) -> None:
-        mine = []
-        while True:
-            payload = client.receive_one(0)
-            if payload is None:
-                row = client.conn.execute(left).fetchone()
-                if not (row and row[0]):
-                    break
-                continue  # the rest is locked by readers that have not deleted it yet
-            mine.append(int(payload[:10]))
-        client.close()
-        with lock:
-            got.extend(mine)
+    def of(client: PostgresClient) -> Reader:
+        return (lambda: client.receive_one(0)), (
+            lambda: bool(client.conn.execute(left).fetchone()[0]))  # type: ignore[index]
 
     clients = [PostgresClient(dsn, PEER_TABLE, "normal") for _ in range(threads)]
-    _race([threading.Thread(target=run, args=(c,)) for c in clients], gate, out, got)
+    _race([of(c) for c in clients], gate, out)
+    for c in clients:
+        c.close()
 
 
 def _machine() -> tuple[int, int, int]:
@@ -214,14 +209,12 @@ def main(argv: list[str] | None = None) -> None:
     systems = ["sbroker", "raw postgres"] if args.peer else ["sbroker"]
     shapes = [(1, 1, args.baseline_messages), (args.processes, args.threads, args.messages)]
     drains: dict[tuple[str, int], list[Drain]] = {}
-    pool = ServerPool()
-    try:
-        server: Any = pool.get("postgres")
+    with databases("postgres") as new:
         for run in range(1, args.runs + 1):
             for system in systems:
                 peer = system != "sbroker"
                 for k, (processes, threads, messages) in enumerate(shapes):
-                    url = server.create_database(f"w{5 if k else 1}_{run}{'_peer' if peer else ''}")
+                    url = new(f"w{5 if k else 1}_{run}{'_peer' if peer else ''}_")
                     drains.setdefault((system, k), []).append(
                         measure(url, messages, processes, threads, peer=peer))
                 one, many = drains[system, 0][-1], drains[system, 1][-1]
@@ -246,8 +239,6 @@ def main(argv: list[str] | None = None) -> None:
                   f" {_cpus() / b1:.2f}x W1; W5's CPU per message is {b5 / m5 * 1e6:,.0f} µs"
                   f" against W1's {b1 / m1 * 1e6:,.0f}; context switches per message:"
                   f" W5 {s5:.1f}, W1 {s1:.1f}")
-    finally:
-        pool.close()
 
 
 if __name__ == "__main__":

@@ -18,20 +18,19 @@ figure than the wall clock on a busy machine (on PostgreSQL the server's CPU is 
 from __future__ import annotations
 
 import argparse
-import itertools
-import os
+import contextlib
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import sbroker
+from bench.measure import cpu_of
+from bench.servers import databases
 from sbroker.cli.serve import run_serve
 from tests.integration.network.proxy import FaultProxy, Faults
 
@@ -47,6 +46,8 @@ def _serve(db: str) -> None:
 
 
 class _Child:
+    """A process serving ``db`` (durability full), stopped on leaving ``with``."""
+
     def __init__(self, db: str) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "bench.network", "--serve", str(db)],
@@ -58,13 +59,13 @@ class _Child:
             raise RuntimeError(f"serving process did not start: {line!r}")
         self.port = int(line.split()[1])
 
-    def cpu(self) -> float:
-        """CPU seconds (user + system) the serving process has used so far."""
-        with open(f"/proc/{self.proc.pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    def __enter__(self) -> _Child:
+        return self
 
-    def stop(self) -> None:
+    def cpu(self) -> float:
+        return cpu_of(self.proc.pid)
+
+    def __exit__(self, *exc: object) -> None:
         self.proc.terminate()
         self.proc.wait(30)
         if self.proc.stdout is not None:
@@ -111,21 +112,6 @@ def _wait_transferred(db_a: str, db_b: str, total: int, deadline: float) -> int:
         return n
 
 
-@contextmanager
-def _databases(backend: str) -> Iterator[Callable[[str], str]]:
-    """``new(name)``: a fresh database for one instance of one run (a file, or a database on a
-    server started for the whole measurement)."""
-    numbers = itertools.count(1)
-    if backend == "postgres":
-        from tools.pgserver import PostgresServer
-
-        with PostgresServer(prefix="sbroker-bench-net-") as server:
-            yield lambda name: server.create_database(f"{name}{next(numbers)}")
-        return
-    with tempfile.TemporaryDirectory(prefix="sbroker-bench-net-") as tmp:
-        yield lambda name: str(Path(tmp, f"{name}{next(numbers)}.db"))
-
-
 def run(messages: int, dialogs: int, size: int, faults: Faults | None,
         endpoint: dict[str, Any], *, end_to_end: bool,
         new: Callable[[str], str] | None = None) -> dict[str, Any]:
@@ -135,28 +121,26 @@ def run(messages: int, dialogs: int, size: int, faults: Faults | None,
     of them are durably enqueued on B and acknowledged back to A (A's transmission queue empty).
     """
     if new is None:
-        with _databases("sqlite") as files:
+        with databases("sqlite", "sbroker-bench-net-") as files:
             return run(messages, dialogs, size, faults, endpoint, end_to_end=end_to_end,
                        new=files)
     db_a, db_b = new("a"), new("b")
     _setup(db_a, "SvcA", [], endpoint)
     _setup(db_b, "SvcB", ["DEFAULT"], endpoint)
-    child_b = _Child(db_b)
-    proxy = None
-    port = child_b.port
-    if faults is not None:
-        proxy = FaultProxy(child_b.port, faults, seed=42)
-        port = proxy.start()
-    if end_to_end:
-        with sbroker.Broker.open(db_a) as b:
-            b.create_route("to-b", "SvcB", f"tcp://127.0.0.1:{port}")
-    sender = sbroker.Broker.open(db_a, durability="full")
-    receiver = sbroker.Broker.open(db_b, durability="full")
-    body = b"x" * size
-    per_dialog = messages // dialogs
+    body, per_dialog = b"x" * size, messages // dialogs
     total = per_dialog * dialogs
-    child_a: _Child | None = None
-    try:
+    with contextlib.ExitStack() as stack:
+        child_b = stack.enter_context(_Child(db_b))
+        proxy, port = None, child_b.port
+        if faults is not None:
+            proxy = FaultProxy(child_b.port, faults, seed=42)
+            port = proxy.start()
+            stack.callback(proxy.stop)
+        if end_to_end:
+            with sbroker.Broker.open(db_a) as b:
+                b.create_route("to-b", "SvcB", f"tcp://127.0.0.1:{port}")
+        sender = stack.enter_context(sbroker.Broker.open(db_a, durability="full"))
+        receiver = stack.enter_context(sbroker.Broker.open(db_b, durability="full"))
         with sender.transaction() as tx:
             handles = [tx.begin_dialog("SvcA", "SvcB") for _ in range(dialogs)]
 
@@ -165,41 +149,30 @@ def run(messages: int, dialogs: int, size: int, faults: Faults | None,
                 with sender.transaction() as tx:
                     tx.send(handles, body=body)
 
+        child_a = stack.enter_context(_Child(db_a))
+        received = [0]
+
+        def drain() -> None:
+            deadline = time.monotonic() + 600
+            while received[0] < total and time.monotonic() < deadline:
+                with receiver.transaction() as tx:
+                    received[0] += len(tx.receive("q", timeout=0.5))
+
+        reader = threading.Thread(target=drain)
+        if not end_to_end:
+            send_all()  # no route yet: the messages wait in A's transmission queue
+        cpu0 = (child_a.cpu(), child_b.cpu())
+        t0 = time.perf_counter()
         if end_to_end:
-            child_a = _Child(db_a)
-            received = [0]
-
-            def drain() -> None:
-                deadline = time.monotonic() + 600
-                while received[0] < total and time.monotonic() < deadline:
-                    with receiver.transaction() as tx:
-                        received[0] += len(tx.receive("q", timeout=0.5))
-
-            reader = threading.Thread(target=drain)
-            cpu0 = (child_a.cpu(), child_b.cpu())
-            t0 = time.perf_counter()
             reader.start()
             send_all()
             reader.join(650)
-            elapsed, n = time.perf_counter() - t0, received[0]
-            cpu1 = (child_a.cpu(), child_b.cpu())
+            n = received[0]
         else:
-            child_a = _Child(db_a)
-            send_all()  # no route yet: the messages wait in A's transmission queue
-            cpu0 = (child_a.cpu(), child_b.cpu())
-            t0 = time.perf_counter()
             sender.create_route("to-b", "SvcB", f"tcp://127.0.0.1:{port}")
             n = _wait_transferred(db_a, db_b, total, time.monotonic() + 600)
-            elapsed = time.perf_counter() - t0
-            cpu1 = (child_a.cpu(), child_b.cpu())
-    finally:
-        sender.close()
-        receiver.close()
-        if child_a is not None:
-            child_a.stop()
-        child_b.stop()
-        if proxy is not None:
-            proxy.stop()
+        elapsed = time.perf_counter() - t0
+        cpu1 = (child_a.cpu(), child_b.cpu())
     result: dict[str, Any] = {"messages": n, "seconds": round(elapsed, 3),
                               "msg_per_s": round(n / elapsed),
                               "cpu_a": round(cpu1[0] - cpu0[0], 2),
@@ -241,7 +214,7 @@ def main() -> None:
     settings = [("clean", None), (f"proxy {args.loss:.0%}", faults)]
     if args.settings != "both":
         settings = settings[:1] if args.settings == "clean" else settings[1:]
-    with _databases(args.backend) as new:
+    with databases(args.backend, "sbroker-bench-net-") as new:
         for label, f in settings:
             for _ in range(args.runs):
                 transfer = run(args.messages, args.dialogs, args.size, f, endpoint,

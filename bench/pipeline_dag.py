@@ -12,12 +12,14 @@
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import sbroker
+from bench.measure import turns
 from bench.tasks import noop
 from sbroker.apps.pipeline import (
     Options,
@@ -38,9 +40,12 @@ READERS = 4
 NOOP = PythonTask("bench.tasks:noop")
 
 
-def _broker(tmp: Path, name: str) -> sbroker.Broker:
+def _broker(tmp: Path, name: str, runner: Any = None, readers: int = READERS
+            ) -> sbroker.Broker:
+    """A started broker whose executor runs ``readers`` readers on ``runner`` (by default a
+    SparkRunner, which no-op tasks never start: no JVM); closed on leaving ``with``."""
     b = sbroker.Broker.open(tmp / f"{name}.db", monitor_interval=0.2)
-    b.install_executor(max_queue_readers=READERS, runner=SparkRunner())  # no JVM: no-ops
+    b.install_executor(max_queue_readers=readers, runner=runner or SparkRunner())
     b.start()
     return b
 
@@ -65,15 +70,12 @@ def staged() -> Pipeline:
 
 
 def _timed_run(tmp: Path, name: str, pipeline: Pipeline) -> float:
-    b = _broker(tmp, name)
-    try:
+    with _broker(tmp, name) as b:
         start = time.perf_counter()
         state = start_run(b, pipeline)
         elapsed = time.perf_counter() - start
-        assert state.status == "succeeded", state.status
-        return elapsed * 1000 / len(pipeline.dag)
-    finally:
-        b.close()
+    assert state.status == "succeeded", state.status
+    return elapsed * 1000 / len(pipeline.dag)
 
 
 def _thread_pool() -> float:
@@ -88,12 +90,10 @@ def _thread_pool() -> float:
 
 def overhead(tmp: Path, runs: int) -> dict[str, list[float]]:
     """ms per task for the DAG, the stages and the thread pool, paired run by run."""
-    out: dict[str, list[float]] = {"dag": [], "stages": [], "pool": []}
-    for run in range(runs):
-        out["dag"].append(_timed_run(tmp, f"dag{run}", fan_dag()))
-        out["stages"].append(_timed_run(tmp, f"stages{run}", staged()))
-        out["pool"].append(_thread_pool())
-    return out
+    names = itertools.count()
+    return turns({"dag": lambda: _timed_run(tmp, f"dag{next(names)}", fan_dag()),
+                  "stages": lambda: _timed_run(tmp, f"stages{next(names)}", staged()),
+                  "pool": _thread_pool}, runs)
 
 
 def _t(text: Any) -> float:
@@ -106,14 +106,11 @@ def latency(tmp: Path, runs: int, length: int = 200) -> list[float]:
                   for i in range(length))
     gaps: list[float] = []
     for run in range(runs):
-        b = _broker(tmp, f"chain{run}")
-        try:
+        with _broker(tmp, f"chain{run}") as b:
             state = start_run(b, Pipeline("chain", (), Options(), tasks=chain))
             rows = {a["task"]: a for a in run_attempts(b, state.run_id)}
-            gaps += [(_t(rows[f"c{i}"]["start_time"]) - _t(rows[f"c{i - 1}"]["end_time"]))
-                     * 1000 for i in range(1, length)]
-        finally:
-            b.close()
+        gaps += [(_t(rows[f"c{i}"]["start_time"]) - _t(rows[f"c{i - 1}"]["end_time"]))
+                 * 1000 for i in range(1, length)]
     return gaps
 
 
@@ -132,15 +129,12 @@ def resume_cost(tmp: Path, runs: int) -> list[float]:
     out: list[float] = []
     pipeline = fan_dag(last=PythonTask("bench.tasks:fail"))
     for run in range(runs):
-        b = _broker(tmp, f"resume{run}")
-        try:
+        with _broker(tmp, f"resume{run}") as b:
             first = start_run(b, pipeline)
             assert first.status == "failed"
             listener = _FirstStart()
             start = time.perf_counter()
             resume_run(b, pipeline, first.run_id, listener=listener)
-            assert listener.at is not None
-            out.append((listener.at - start) * 1000)
-        finally:
-            b.close()
+        assert listener.at is not None
+        out.append((listener.at - start) * 1000)
     return out

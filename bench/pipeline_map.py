@@ -17,9 +17,9 @@ figures are medians over the rounds, with the load average printed beside them.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -32,6 +32,7 @@ from rich.console import Console
 from rich.table import Table
 
 import sbroker
+from bench import measure
 
 SYSTEMS = ("sbroker-map", "sbroker-toml", "prefect", "dagster")
 WORKERS = 4
@@ -70,13 +71,11 @@ def toml_text(count: int) -> str:
 
 def _sbroker(count: int, python: bool) -> Callable[[int], None]:
     """A runner of the pipeline (``count`` items) on a broker made once for the process."""
+    from bench.pipeline_dag import _broker
     from sbroker.apps.pipeline import parse_pipeline, start_run
-    from sbroker.apps.spark import SparkRunner
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-map-"))
-    broker = sbroker.Broker.open(tmp / "map.db", monitor_interval=0.2)
-    broker.install_executor(max_queue_readers=WORKERS, runner=SparkRunner())  # no JVM
-    broker.start()
+    broker = _broker(tmp, "map", readers=WORKERS)  # no-op tasks: no JVM
 
     def run(n: int) -> None:
         model = (pipe.definition({"count": n}) if python
@@ -149,30 +148,17 @@ def _dagster() -> Callable[[int], None]:
 def _cpu() -> float:
     """CPU seconds of this process and of the processes it started that still run (Prefect's
     temporary API server): read from /proc, Linux's."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime + sum(_descendants_ticks().values()) / _TICK
-
-
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
-def _descendants_ticks() -> dict[int, int]:
-    parents: dict[int, int] = {}
-    ticks: dict[int, int] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        pid = int(stat.parent.name)
-        parents[pid] = int(fields[1])
-        ticks[pid] = int(fields[11]) + int(fields[12])  # utime + stime
+    stats: dict[int, list[str]] = {}
+    for proc in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError):  # it exited meanwhile
+            stats[int(proc.name)] = measure.stat(int(proc.name))
     mine, grew = {os.getpid()}, True
     while grew:
-        new = {pid for pid, ppid in parents.items() if ppid in mine and pid not in mine}
+        new = {pid for pid, st in stats.items() if int(st[1]) in mine and pid not in mine}
         mine |= new
         grew = bool(new)
-    return {pid: ticks[pid] for pid in mine - {os.getpid()}}
+    ticks = sum(int(stats[pid][11]) + int(stats[pid][12]) for pid in mine - {os.getpid()})
+    return measure.cpu() + ticks / measure.TICK
 
 
 def one(system: str, count: int) -> dict[str, float]:
@@ -188,13 +174,13 @@ def one(system: str, count: int) -> dict[str, float]:
 
 def _measure(system: str, count: int) -> dict[str, float] | str:
     """One measurement in a fresh process; the error's last line when it failed."""
-    done = subprocess.run([sys.executable, "-m", "bench.pipeline_map", "--one", system,
-                           "--items", str(count)], capture_output=True, text=True,
-                          check=False)
-    if done.returncode != 0:
-        lines = (done.stderr.strip() or done.stdout.strip() or "failed").splitlines()
-        return lines[-1]
-    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    try:
+        got: dict[str, float] = measure.child_json(
+            ["-m", "bench.pipeline_map", "--one", system, "--items", str(count)])
+    except subprocess.CalledProcessError as exc:
+        return ((exc.stderr or "").strip() or (exc.stdout or "").strip() or "failed"
+                ).splitlines()[-1]
+    return got
 
 
 def main(argv: list[str] | None = None) -> int:

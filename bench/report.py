@@ -106,11 +106,15 @@ def write_json(results: list[Result], meta: dict[str, Any]) -> Path:
 
 
 def store(name: str, data: dict[str, Any]) -> Path:
-    """Write bench/results/NAME in one step (a reader, such as ``python -m bench
-    --write-docs``, never sees half a file); its path."""
-    RESULTS_DIR.mkdir(exist_ok=True)
-    path = RESULTS_DIR / name
-    tmp = path.with_name(f".{name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
+    """Write bench/results/NAME; its path."""
+    return write_whole(RESULTS_DIR / name, json.dumps(data, indent=2) + "\n")
+
+
+def write_whole(path: Path, text: str) -> Path:
+    """Write ``path`` in one step: a reader (``python -m bench --write-docs``, the docs test
+    running beside it) never sees half a file."""
+    path.parent.mkdir(exist_ok=True)
+    part = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    part.write_text(text)
+    os.replace(part, path)
     return path

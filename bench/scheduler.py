@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
-import resource
-import statistics
 import sys
 import tempfile
 import threading
@@ -24,20 +21,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-
-import sbroker
+from bench import measure
+from bench import pipeline_dag as dag
+from bench.docs import table_file
+from bench.pipeline_dag import NOOP, _broker
 from bench.report import store
 from bench.workloads import percentile
-from sbroker.apps.spark import (
-    PythonTask,
-    SparkConfig,
-    SparkRunner,
-    SparkSQL,
-)
+from sbroker.apps.spark import SparkConfig, SparkRunner, SparkSQL
 
-console = Console()
 QUERIES = [  # 40 small Spark SQL queries of a few shapes
     *(f"SELECT sum(id) AS s FROM range({10_000 * (i + 1)})" for i in range(10)),
     *(f"SELECT id % {i + 2} AS k, count(*) AS n FROM range(50000) GROUP BY 1" for i in range(10)),
@@ -48,37 +39,22 @@ WARMUP_PASSES = 6
 READERS = 4  # the executor's max_queue_readers and the thread pool's size
 
 
-def _broker(tmp: Path, name: str, runner: Any, readers: int) -> sbroker.Broker:
-    b = sbroker.Broker.open(tmp / f"{name}.db", monitor_interval=0.2)
-    b.install_executor(max_queue_readers=readers, runner=runner)
-    b.start()
-    return b
-
-
-def _cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)  # every thread of this process
-    return usage.ru_utime + usage.ru_stime
-
-
 def overhead(tmp: Path, runs: int) -> tuple[list[float], list[float]]:
     """ms per task: 1,000 no-op Python tasks in 10 stages of 100, 4 executor readers; wall
     time, and CPU time of the process (all its threads) over the same span."""
     wall, cpu = [], []
     for run in range(runs):
         runner = SparkRunner()  # no-op tasks never touch Spark: no JVM starts
-        b = _broker(tmp, f"overhead{run}", runner, 4)
-        try:
-            start, cpu_start = time.perf_counter(), _cpu()
+        with _broker(tmp, f"overhead{run}", runner, 4) as b:
+            start, cpu_start = time.perf_counter(), measure.cpu()
             with b.scheduler("bench") as s:
                 for _stage in range(10):
                     for _ in range(100):
-                        s.exec_async(PythonTask("bench.tasks:noop"))
+                        s.exec_async(NOOP)
                     s.wait_all()
             wall.append(time.perf_counter() - start)  # seconds per 1,000 = ms per task
-            cpu.append(_cpu() - cpu_start)
-            assert not runner.started, "a no-op task started Spark"
-        finally:
-            b.close()
+            cpu.append(measure.cpu() - cpu_start)
+        assert not runner.started, "a no-op task started Spark"
     return wall, cpu
 
 
@@ -88,20 +64,17 @@ def fairness(tmp: Path, runs: int) -> tuple[list[float], list[float]]:
     contended: list[float] = []
     for run in range(runs):
         for big_tasks, out in ((0, alone), (1000, contended)):
-            b = _broker(tmp, f"fair{run}-{big_tasks}", SparkRunner(), 4)
-            try:
-                with b.scheduler("big") as big, b.scheduler("small") as small:
-                    for _ in range(big_tasks):
-                        big.exec_async(PythonTask("bench.tasks:noop"))
-                    start = time.perf_counter()
-                    for _ in range(3):
-                        small.exec_async(PythonTask("bench.tasks:noop"))
-                    small.wait_all()
-                    out.append(time.perf_counter() - start)
-                    if big_tasks:
-                        big.wait_all()
-            finally:
-                b.close()
+            with _broker(tmp, f"fair{run}-{big_tasks}", SparkRunner(), 4) as b, \
+                    b.scheduler("big") as big, b.scheduler("small") as small:
+                for _ in range(big_tasks):
+                    big.exec_async(NOOP)
+                start = time.perf_counter()
+                for _ in range(3):
+                    small.exec_async(NOOP)
+                small.wait_all()
+                out.append(time.perf_counter() - start)
+                if big_tasks:
+                    big.wait_all()
     return alone, contended
 
 
@@ -110,16 +83,12 @@ class _Clock:
     not depend on what else the machine runs, the wall figure does."""
 
     def __init__(self, spark: Any) -> None:
-        proc = getattr(getattr(spark.sparkContext, "_gateway", None), "proc", None)
-        self._stat = f"/proc/{proc.pid}/stat" if proc is not None else None
+        self._jvm = getattr(getattr(spark.sparkContext, "_gateway", None), "proc", None)
 
     def read(self) -> tuple[float, float]:
-        cpu = _cpu()
-        if self._stat is not None and os.path.exists(self._stat):
-            with open(self._stat, encoding="ascii") as handle:
-                fields = handle.read().rsplit(")", 1)[1].split()
-            cpu += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        return time.perf_counter(), cpu
+        alive = self._jvm is not None and self._jvm.poll() is None
+        jvm = measure.cpu_of(self._jvm.pid) if alive else 0.0
+        return time.perf_counter(), measure.cpu() + jvm
 
 
 def _direct(spark: Any, clock: _Clock) -> tuple[float, float]:
@@ -197,12 +166,8 @@ def _scheduled_idle(s: Any, clock: _Clock, spans: _Spans) -> tuple[float, float,
 def _spark_scheduler(tmp: Path, name: str, runner: SparkRunner | _Spans) -> Iterator[Any]:
     """A scheduler of a fresh broker whose executor runs on ``runner``'s session; closing
     the broker leaves the session running for the next round."""
-    b = _broker(tmp, name, runner, READERS)
-    try:
-        with b.scheduler(name) as s:
-            yield s
-    finally:
-        b.close()
+    with _broker(tmp, name, runner, READERS) as b, b.scheduler(name) as s:
+        yield s
 
 
 def _warm_up(spark: Any, runner: SparkRunner, tmp: Path, clock: _Clock,
@@ -257,16 +222,9 @@ def spark_ratio(tmp: Path, runs: int,
     return cold, warm, direct, seen
 
 
-def _fmt(values: list[float], unit: str, digits: int = 2) -> str:
-    return (f"{statistics.median(values):.{digits}f} {unit} "
-            f"(min {min(values):.{digits}f}, max {max(values):.{digits}f}, n={len(values)})")
-
-
 def _dag(tmp: Path, runs: int, add: Any) -> None:
     """Durable pipeline runs (see bench/pipeline_dag.py)."""
-    from bench import pipeline_dag as dag
-
-    console.print("DAG: 1,000 no-op tasks (fan-out 99 -> join, x10) vs 10 stages of 100 vs a"
+    print("DAG: 1,000 no-op tasks (fan-out 99 -> join, x10) vs 10 stages of 100 vs a"
                   " thread pool of 4; a 200-task chain; resuming a 1,000-task run ...")
     per_task = dag.overhead(tmp, runs)
     add("durable DAG run, per task", per_task["dag"], "ms")
@@ -297,36 +255,34 @@ def main() -> None:
     parts = set(args.only or ("overhead", "fairness", "spark", "dag"))
     if args.no_spark:
         parts.discard("spark")
-    table = Table(title="sbroker task scheduler (durability=normal)")
-    for col in ("benchmark", "figure", "target"):
-        table.add_column(col)
     stored: list[dict[str, object]] = []  # what bench/results/scheduler-latest.json keeps
-    started = datetime.now(UTC).isoformat()
+    data = {"started": datetime.now(UTC).isoformat(), "rows": stored,
+            "command": " ".join(["python -m bench.scheduler", *argv])}
 
     def add(figure: str, values: list[float], unit: str, target: str = "",
             digits: int = 2) -> None:
-        table.add_row(figure, _fmt(values, unit, digits), target)
         stored.append({"figure": figure, "unit": unit, "values": values, "target": target,
                        "digits": digits})
+
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         if "overhead" in parts:
-            console.print("overhead: 1,000 no-op tasks, 10 stages of 100, 4 readers ...")
+            print("overhead: 1,000 no-op tasks, 10 stages of 100, 4 readers ...")
             wall, cpu = overhead(tmp, args.runs)
             add("overhead per task", wall, "ms", "<= 2 ms")
             add("CPU per task (all threads)", cpu, "ms")
         if "fairness" in parts:
-            console.print("fairness: 3 tasks alone, then behind a scheduler with 1,000 queued")
+            print("fairness: 3 tasks alone, then behind a scheduler with 1,000 queued")
             alone, contended = fairness(tmp, args.runs)
             add("small scheduler alone", alone, "s", digits=3)
             add("small scheduler with a big one", contended, "s", "close to alone", 3)
         if "dag" in parts:
             _dag(tmp, args.runs, add)
         if "spark" in parts:
-            console.print("Spark: 40 small SQL queries, scheduler vs thread pool of 4 ...")
+            print("Spark: 40 small SQL queries, scheduler vs thread pool of 4 ...")
             cold, warm, direct, warmup = spark_ratio(tmp, args.runs, args.warmup)
-            console.print(f"  warm-up passes (thread pool, scheduler; s): "
-                          f"{' '.join(f'{w:.2f}' for w in warmup)}", soft_wrap=True)
+            print(f"  warm-up passes (thread pool, scheduler; s): "
+                          f"{' '.join(f'{w:.2f}' for w in warmup)}")
             for label, walls in (("scheduler from cold", [r[0] for r in cold]),
                                  ("scheduler with readers running", [r[0] for r in warm]),
                                  ("from a thread pool of 4 (mean of 2 around)",
@@ -342,10 +298,10 @@ def main() -> None:
                     [r[2] * 1000 for r in rounds], "ms", digits=0)
                 add(f"a reader's idle between and after tasks ({label})",
                     [r[3] * 1000 for r in rounds], "ms", digits=0)
-    console.print(table)
+    print("\n".join(table_file("sbroker task scheduler, durability normal",
+                                "python -m bench.scheduler", "scheduler-latest.json", data)))
     if not args.no_json:
-        store("scheduler-latest.json", {"started": started, "rows": stored,
-                            "command": " ".join(["python -m bench.scheduler", *argv])})
+        store("scheduler-latest.json", data)
 
 
 if __name__ == "__main__":

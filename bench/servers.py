@@ -1,16 +1,17 @@
-"""PostgreSQL and RabbitMQ started by hand on loopback in temp dirs, once per benchmark run."""
+"""PostgreSQL and RabbitMQ started by hand on loopback in temp dirs, once per benchmark run,
+and fresh databases for the benchmarks that make their own."""
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import shutil
 import signal
 import subprocess
 import tempfile
 import time
-from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +19,6 @@ from bench.systems.base import Unavailable
 from tools import pgserver
 
 RABBIT_BIN = Path("/usr/lib/rabbitmq/bin")
-
-
 free_port = pgserver.free_port
 
 
@@ -32,85 +31,50 @@ def wait_until(ready: Callable[[], bool], timeout: float, what: str) -> None:
         time.sleep(0.2)
 
 
-class Server(ABC):
-    """A server process living in its own temp dir; `stop` is safe to call more than once."""
-
-    def __init__(self) -> None:
-        self.dir = Path(tempfile.mkdtemp(prefix=f"sbroker-bench-{self.label}-"))
-        self.port = free_port()
-        self.started = False
-
-    label = "server"
-
-    @abstractmethod
-    def start(self) -> None:
-        """Start the server and wait until it accepts clients."""
-
-    @abstractmethod
-    def _shutdown(self) -> None:
-        """Stop the server process(es)."""
-
-    def stop(self) -> None:
-        """Stop the server if it runs and remove its temp dir."""
-        try:
-            if self.started:
-                self._shutdown()
-        finally:
-            self.started = False
-            shutil.rmtree(self.dir, ignore_errors=True)
+@contextlib.contextmanager
+def databases(backend: str, prefix: str = "sbroker-bench-") -> Iterator[Callable[[str], str]]:
+    """``new(name)``: a fresh database at each call, a SQLite file in a temp folder or, on
+    ``postgres``/``postgresql``, a database of a throwaway server started for the block."""
+    numbers = itertools.count(1)
+    if backend.startswith("postgres"):
+        with pgserver.PostgresServer(prefix=prefix) as server:
+            yield lambda name: server.create_database(f"{name}{next(numbers)}")
+        return
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        yield lambda name: str(Path(tmp, f"{name}{next(numbers)}.db"))
 
 
-class PostgresServer(Server):
+class PostgresServer(pgserver.PostgresServer):
     """tools/pgserver.py's throwaway server (``initdb`` + ``pg_ctl`` on a free loopback port,
-    as the postgres user when we are root), shared with the test suite."""
-
-    label = "pg"
+    as the postgres user when we are root), shared with the test suite; what fails makes the
+    systems on it unavailable."""
 
     def __init__(self, settings: dict[str, str] | None = None) -> None:
-        # the server makes its own temp dir and port
-        self._pg = pgserver.PostgresServer(settings=settings, prefix="sbroker-bench-pg-")
-        self.dir, self.port, self.started = self._pg.dir, self._pg.port, False
+        super().__init__(settings=settings, prefix="sbroker-bench-pg-")
 
-    def start(self) -> None:
+    def start(self) -> PostgresServer:
         try:
-            self._pg.start()
+            super().start()
         except pgserver.ServerError as exc:
             raise Unavailable(str(exc)) from None
-        self.started = True
+        return self
 
-    def _shutdown(self) -> None:
-        self._pg.stop()
-
-    def dsn(self) -> str:
-        """A libpq connection string for the server's postgres database."""
-        return self._pg.dsn()
-
-    def url(self, dbname: str = "postgres") -> str:
-        return self._pg.url(dbname)
-
-    def sql(self, statement: str, dbname: str = "postgres") -> str:
-        """Run one statement as the superuser; its output."""
-        return self._pg.sql(statement, dbname)
-
-    def cpu_seconds(self) -> float:
-        """CPU seconds of the server's processes so far."""
-        return self._pg.cpu_seconds()
-
-    def create_database(self, name: str) -> str:
+    def create_database(self, name: str, *, template: str | None = None) -> str:
         """A new empty database; its URL."""
         try:
-            return self._pg.create_database(name)
+            return super().create_database(name, template=template)
         except pgserver.ServerError as exc:
             raise Unavailable(str(exc)) from None
 
 
-class RabbitServer(Server):
-    """`rabbitmq-server` with its own node name, ports, epmd and Mnesia dir under a temp dir."""
-
-    label = "rabbit"
+class RabbitServer:
+    """`rabbitmq-server` with its own node name, ports, epmd and Mnesia dir under a temp dir;
+    `stop` is safe to call more than once."""
 
     def __init__(self) -> None:
-        super().__init__()
+        self.dir = Path(tempfile.mkdtemp(prefix="sbroker-bench-rabbit-"))
+        self.port = free_port()
+        self.started = False
         self.node = f"sbroker-bench-{os.getpid()}@localhost"
         self.epmd_port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
@@ -166,6 +130,15 @@ class RabbitServer(Server):
         return pika.ConnectionParameters("127.0.0.1", self.port, heartbeat=0,
                                          blocked_connection_timeout=60)
 
+    def stop(self) -> None:
+        """Stop the server if it runs and remove its temp dir."""
+        try:
+            if self.started:
+                self._shutdown()
+        finally:
+            self.started = False
+            shutil.rmtree(self.dir, ignore_errors=True)
+
     def _shutdown(self) -> None:
         env = self._env()
         try:
@@ -183,7 +156,7 @@ class RabbitServer(Server):
                            env=env, capture_output=True, timeout=10)
 
 
-SERVER_KINDS: dict[str, type[Server]] = {"postgres": PostgresServer, "rabbitmq": RabbitServer}
+Server = PostgresServer | RabbitServer
 
 
 class ServerPool:
@@ -200,8 +173,8 @@ class ServerPool:
         if kind in self.failures:
             raise Unavailable(self.failures[kind])
         if kind not in self.servers:
-            server = (PostgresServer(self.pg_settings) if kind == "postgres"
-                      else SERVER_KINDS[kind]())
+            server: Server = (PostgresServer(self.pg_settings) if kind == "postgres"
+                              else RabbitServer())
             self.servers[kind] = server
             self.log(f"starting {kind} on 127.0.0.1:{server.port} ...")
             t0 = time.perf_counter()

@@ -35,6 +35,7 @@ from rich.console import Console
 from rich.table import Table
 
 import sbroker
+from bench.workloads import body
 from sbroker.spark import SparkConfig, create_session, register
 
 console = Console(width=150)
@@ -63,8 +64,7 @@ def fill(b: sbroker.Broker, n: int, per_tx: int = 5_000) -> None:
     for start in range(0, n, per_tx):
         with b.transaction() as tx:
             for i in range(start, min(n, start + per_tx)):
-                tx.send(handles[i % CONVERSATIONS], "DEFAULT",
-                        f"{i:010d}".encode().ljust(BODY, b"."))
+                tx.send(handles[i % CONVERSATIONS], "DEFAULT", body(i, BODY))
 
 
 def _query(spark: Any, url: str, tmp: Path, name: str, per_batch: int, sink: str) -> Any:

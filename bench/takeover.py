@@ -21,7 +21,6 @@ Each task appends ``start NAME PID TIME`` to a log; times are this machine's wal
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import signal
 import statistics
@@ -30,10 +29,10 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from tools.pgserver import PostgresServer
+from bench.servers import databases
 
 TASKS = '''
 import os
@@ -64,10 +63,11 @@ def chain(folder: Path, log: Path, seconds: float, lease: str | None) -> Path:
     return path
 
 
-def sbroker(db: str, folder: Path, *args: str) -> subprocess.Popen[str]:
+def sbroker(db: str, folder: Path, *args: str, out: Any = subprocess.PIPE
+            ) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "sbroker.cli", "--db", db, *args],
-                            cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+                            cwd=folder, stdout=out, stderr=subprocess.STDOUT, text=True,
+                            env=dict(os.environ, PYTHONUNBUFFERED="1"))
 
 
 def server(db: str, folder: Path, n: int) -> subprocess.Popen[str]:
@@ -75,9 +75,7 @@ def server(db: str, folder: Path, n: int) -> subprocess.Popen[str]:
     says it serves."""
     out = folder / f"serve{n}.log"
     with out.open("w") as sink:
-        proc = subprocess.Popen([sys.executable, "-m", "sbroker.cli", "--db", db, "serve"],
-                                cwd=folder, stdout=sink, stderr=subprocess.STDOUT, text=True,
-                                env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        proc = sbroker(db, folder, "serve", out=sink)
     wait_for(lambda: "sbroker: serving" in out.read_text() or proc.poll() is not None,
              "a server did not start")
     if proc.poll() is not None:
@@ -106,17 +104,11 @@ def wait_for(check: object, what: str) -> object:
     return got
 
 
-def kill(proc: subprocess.Popen[str]) -> None:
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()  # reaped at once, as a service manager does
-    if proc.stdout is not None:
-        proc.stdout.close()
-
-
-def stop(proc: subprocess.Popen[str]) -> None:
+def stop(proc: subprocess.Popen[str], kill: bool = False) -> None:
+    """kill -9 (reaped at once, as a service manager does), or SIGTERM (SIGKILL after 30 s)."""
     if proc.poll() is None:
-        proc.send_signal(signal.SIGCONT)
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signal.SIGCONT)  # a paused server must be able to stop
+        proc.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
         try:
             proc.wait(30)
         except subprocess.TimeoutExpired:
@@ -132,7 +124,7 @@ def resume_round(db: str, folder: Path) -> tuple[float, float]:
     path = chain(folder, log, 0.5, None)
     first = sbroker(db, folder, "run", str(path))
     wait_for(lambda: starts(log), "the first run never started a task")
-    kill(first)
+    stop(first, kill=True)
     before = len(starts(log))
     launched = time.time()
     resume = sbroker(db, folder, "run", str(path), "--resume")
@@ -150,14 +142,10 @@ def takeover_round(db: str, folder: Path, lease: str | None, pause: bool) -> flo
     """Seconds from the driving server's kill (or pause) to the other's first task start."""
     log = folder / "tasks.log"
     path = chain(folder, log, 2.0 if not pause else 1.0 + _seconds(lease), lease)
-    subprocess.run([sys.executable, "-m", "sbroker.cli", "--db", db, "init"], cwd=folder,
-                   capture_output=True, check=True)
+    sbroker(db, folder, "init").communicate()
     servers = [server(db, folder, n) for n in range(2)]
     try:
-        submit = subprocess.run([sys.executable, "-m", "sbroker.cli", "--db", db, "run",
-                                 str(path), "--submit"], cwd=folder, capture_output=True,
-                                text=True, check=True)
-        run_id = int(submit.stdout.strip())
+        run_id = int(sbroker(db, folder, "run", str(path), "--submit").communicate()[0])
         [(_, pid, _)] = wait_for(lambda: starts(log), "no server started the run")  # type: ignore[misc]
         driver = _driver(db, folder, run_id)
         victim = next(s for s in servers if s.pid == driver)
@@ -167,7 +155,7 @@ def takeover_round(db: str, folder: Path, lease: str | None, pause: bool) -> flo
             victim.send_signal(signal.SIGSTOP)
             wait_for(lambda: _driver(db, folder, run_id) != victim.pid, "never taken over")
             return time.time() - at
-        kill(victim)
+        stop(victim, kill=True)
         try:
             got = wait_for(lambda: [s for s in starts(log)[before:] if s[1] != victim.pid],
                            "no other server took the run over")
@@ -198,29 +186,6 @@ def _driver(db: str, folder: Path, run_id: int) -> int:
         return int(wait_for(ask, "the run has no driver"))  # type: ignore[arg-type]
 
 
-@contextlib.contextmanager
-def databases(backend: str) -> Iterator[Iterator[tuple[str, Path]]]:
-    """Fresh databases (and folders) for each round of ``backend``."""
-    with contextlib.ExitStack() as stack:
-        server = None
-        if backend == "postgresql":
-            server = PostgresServer()
-            server.start()
-            stack.callback(server.stop)
-
-        def each() -> Iterator[tuple[str, Path]]:
-            n = 0
-            while True:
-                n += 1
-                folder = Path(stack.enter_context(tempfile.TemporaryDirectory()))
-                if server is None:
-                    yield str(folder / "bench.db"), folder
-                else:
-                    yield server.create_database(f"takeover{n}"), folder
-
-        yield each()
-
-
 def loadavg() -> str:
     return Path("/proc/loadavg").read_text().split(" ")[0]
 
@@ -235,16 +200,19 @@ def main(argv: list[str] | None = None) -> None:
     only = set(args.only.split(","))
     print(f"load average before: {loadavg()}")
     for backend in args.backends.split(","):
-        with databases(backend) as fresh:
+        with databases(backend) as new, tempfile.TemporaryDirectory() as tmp:
+            def fresh() -> tuple[str, Path]:
+                return new("takeover"), Path(tempfile.mkdtemp(dir=tmp))
+
             if "resume" in only:
-                got = [resume_round(*next(fresh)) for _ in range(args.rounds)]
+                got = [resume_round(*fresh()) for _ in range(args.rounds)]
                 print(f"{backend:10} resume after kill -9: first task "
                       f"{statistics.median(g[0] for g in got):.2f} s after the launch (run "
                       f"taken up {statistics.median(g[1] for g in got):.2f} s after it;"
                       f" {args.rounds} rounds)")
             if "takeover" in only:
                 for lease, pause in ((None, False), ("3s", False), ("3s", True)):
-                    got1 = [takeover_round(*next(fresh), lease, pause)
+                    got1 = [takeover_round(*fresh(), lease, pause)
                             for _ in range(args.rounds)]
                     how = "SIGSTOP" if pause else "kill -9"
                     what = "driven by the other" if pause else "first task started by the other"

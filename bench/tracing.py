@@ -20,18 +20,18 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from bench.measure import child_json
+
 MODES = ("main", "absent", "api", "provider", "none")
-HERE = Path(__file__).resolve().parent.parent
 
 
 def _block_opentelemetry() -> None:
@@ -69,6 +69,7 @@ def child(mode: str, w1_n: int, w4_n: int) -> dict[str, float]:
         import opentelemetry.trace  # noqa: F401 - loaded, no provider set
     else:
         _set_provider()
+    from bench.runner import fresh
     from bench.systems.sbroker import Sbroker
     from bench.workloads import Sizes, w1, w4
 
@@ -81,16 +82,9 @@ def child(mode: str, w1_n: int, w4_n: int) -> dict[str, float]:
         yield
         out[f"W1 {phase} cpu"] = (time.process_time() - start) / w1_n * 1e6
 
-    for name, workload in (("W1", w1), ("W4", w4)):
-        system = Sbroker(None)  # type: ignore[arg-type] - SQLite needs no server
-        with tempfile.TemporaryDirectory() as tmp:
-            system.setup(Path(tmp), "normal")
-            try:
-                figures = workload(system, sizes, cpu) if workload is w1 else \
-                    workload(system, sizes)
-            finally:
-                system.teardown()
-        out.update({f"{name} {key}": value for key, value in figures.items()})
+    for name, workload in (("W1", functools.partial(w1, around=cpu)), ("W4", w4)):
+        with fresh(Sbroker(None)) as system:  # type: ignore[arg-type] - SQLite: no server
+            out.update({f"{name} {k}": v for k, v in workload(system, sizes).items()})
     # OpenTelemetry's instrumentation is imported only when a broker took it (main: the
     # module-global tracer of the version before the instrumentation hooks)
     old = sys.modules.get("sbroker.core.tracing")
@@ -100,13 +94,9 @@ def child(mode: str, w1_n: int, w4_n: int) -> dict[str, float]:
 
 
 def _run_child(mode: str, args: argparse.Namespace) -> dict[str, float]:
-    src = args.main_src if mode == "main" else str(HERE / "src")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, str(HERE)])}
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.tracing", "--child", mode, "--w1", str(args.w1),
-         "--w4", str(args.w4)], env=env, cwd=HERE, capture_output=True, text=True,
-        check=True, timeout=900)
-    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    result: dict[str, float] = child_json(
+        ["-m", "bench.tracing", "--child", mode, "--w1", str(args.w1), "--w4", str(args.w4)],
+        src=args.main_src if mode == "main" else None)
     return result
 
 

@@ -13,14 +13,12 @@ its defaults); the two ways take turns within each run; the figure is the median
 from __future__ import annotations
 
 import argparse
-import contextlib
-import itertools
 import statistics
-import tempfile
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
+from bench.measure import turns
+from bench.servers import databases
 from sbroker import Broker
 
 BODY = "x" * 200
@@ -57,20 +55,6 @@ def python_loop(b: Broker, n: int) -> None:
             tx.receive("TargetQ", top=1)
 
 
-@contextlib.contextmanager
-def targets(backend: str) -> Iterator[Callable[[], str]]:
-    """A callable giving a fresh database target on ``backend``."""
-    numbers = itertools.count(1)
-    if backend == "sqlite":
-        with tempfile.TemporaryDirectory() as tmp:
-            yield lambda: str(Path(tmp) / f"bench-{next(numbers)}.db")
-        return
-    from tools.pgserver import PostgresServer
-
-    with PostgresServer() as server:
-        yield lambda: server.create_database(f"bench_{next(numbers)}")
-
-
 def timed(target: str, loop: Callable[[Broker, int], None], n: int) -> float:
     """Messages per second of ``loop`` on a fresh database."""
     with Broker.open(target) as b:
@@ -94,11 +78,10 @@ def main() -> None:
           f" median of {args.runs} paired runs (msgs/s)")
     print(f"{'backend':<10} {'T-SQL':>10} {'Python':>10} {'T-SQL/Python':>13}")
     for backend in backends:
-        figures: dict[str, list[float]] = {"tsql": [], "python": []}
-        with targets(backend) as new_target:
-            for _ in range(args.runs):
-                figures["tsql"].append(timed(new_target(), tsql_loop, args.n))
-                figures["python"].append(timed(new_target(), python_loop, args.n))
+        with databases(backend) as new:
+            figures = turns({"tsql": lambda: timed(new("bench"), tsql_loop, args.n),
+                             "python": lambda: timed(new("bench"), python_loop, args.n)},
+                            args.runs)
         tsql = statistics.median(figures["tsql"])
         python = statistics.median(figures["python"])
         print(f"{backend:<10} {tsql:>10,.0f} {python:>10,.0f} {tsql / python:>13.2f}",

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import re
-import resource
 import sqlite3
 import statistics
 import sys
@@ -32,6 +31,8 @@ from typing import Any
 from unittest import mock
 
 from bench import docs
+from bench.measure import cpu as process_cpu
+from bench.measure import progress
 from bench.report import store
 from bench.runner import fresh
 from bench.servers import PostgresServer, ServerPool
@@ -66,11 +67,6 @@ class Phase:
     database: float | None = None
     beside: float = 0.0
     statements: dict[str, tuple[float, int]] = field(default_factory=dict)
-
-
-def _cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 class Rows:
@@ -141,9 +137,9 @@ class SqliteProbe:
     def around(self, phase: str) -> Iterator[None]:
         with self.lock:
             self.spent.clear()
-        cpu = _cpu()
+        cpu = process_cpu()
         yield
-        cpu = _cpu() - cpu
+        cpu = process_cpu() - cpu
         with self.lock:
             statements = dict(self.spent)
         beside = statements.pop(CHECKPOINT, (0.0, 0))[0]
@@ -168,9 +164,9 @@ class PostgresProbe:
     @contextlib.contextmanager
     def around(self, phase: str) -> Iterator[None]:
         self._sql("SELECT pg_stat_statements_reset()")
-        cpu, served = _cpu(), self.server.cpu_seconds()
+        cpu, served = process_cpu(), self.server.cpu_seconds()
         yield
-        cpu, served = _cpu() - cpu, self.server.cpu_seconds() - served
+        cpu, served = process_cpu() - cpu, self.server.cpu_seconds() - served
         statements = {PREPARED.sub(r"\1: ", text): (ms / 1000, calls)
                       for text, calls, ms in self._sql(PG_STATS)}
         self.phases[phase] = Phase(cpu, served, 0.0, statements)
@@ -283,9 +279,9 @@ def measure_w3(sizes: Sizes, runs: int, pool: ServerPool, log: Callable[[str], N
     """W3 on SQLite: CPU per message over ``runs`` runs, then one counted run."""
     row = Row("W3", "send + receive", "sqlite", None, sizes.w3, sizes.w3)
     for run in range(1, runs + 1):
-        cpu = _cpu()
+        cpu = process_cpu()
         row.walls.append(_run(Sbroker(pool), "W3", sizes)["all"])
-        row.phases.append(Phase(_cpu() - cpu))
+        row.phases.append(Phase(process_cpu() - cpu))
         log(f"sqlite W3 run {run}/{runs}: {sizes.w3 / row.walls[-1]:,.0f} msgs/s")
     tally = Tally()
     threading.setprofile(tally)
@@ -312,10 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.runs < 1:
         p.error("--runs must be at least 1")
     sizes = QUICK if args.quick else FULL
-    started, t0 = datetime.now(UTC), time.perf_counter()
-
-    def log(line: str) -> None:
-        print(f"{time.perf_counter() - t0:7.1f}s {line}", file=sys.stderr, flush=True)
+    started, log = datetime.now(UTC), progress()
 
     pool = ServerPool(log, pg_settings=PG_SETTINGS)
     rows: list[dict[str, Any]] = []

@@ -93,12 +93,7 @@ Around = Callable[[str], AbstractContextManager[object]]
 tool that looks inside a phase (bench.where) starts and ends its own count there."""
 
 
-def untouched(_phase: str) -> AbstractContextManager[object]:
-    """The phases as they are: what ``python -m bench`` times."""
-    return contextlib.nullcontext()
-
-
-def w1(system: System, sizes: Sizes, around: Around = untouched) -> dict[str, float]:
+def w1(system: System, sizes: Sizes, around: Around = contextlib.nullcontext) -> dict[str, float]:
     """Send n messages one per transaction, then receive them one per transaction."""
     n, c = sizes.w1, system.client()
     try:
@@ -128,7 +123,7 @@ def receive_all(c: Client, tally: Tally, k: int) -> None:
             tally.add(b)
 
 
-def w2(system: System, sizes: Sizes, around: Around = untouched) -> dict[str, float]:
+def w2(system: System, sizes: Sizes, around: Around = contextlib.nullcontext) -> dict[str, float]:
     """Send n messages 100 per transaction, then receive them 100 per transaction."""
     n, k, c = sizes.w2, sizes.batch, system.client()
     figures: dict[str, float] = {}

@@ -8,8 +8,9 @@ dequeue / log_jobs and procrastinate's fetch_job / finish_job do.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from bench.systems.base import Client, Durability, System
 
@@ -38,21 +39,53 @@ RETURNING {t}.id, {t}.payload
 """
 
 SYNC = {"normal": "off", "full": "on"}
+T = TypeVar("T")
 
 
-class PostgresClient(Client):
+class Notified(Client):
+    """A client on one autocommit connection that waits for a NOTIFY between its tries."""
+
+    def __init__(self, conninfo: str) -> None:
+        import psycopg
+
+        self.conn = psycopg.connect(conninfo, autocommit=True)
+        self.listening = False
+        self.notified = False
+
+    def _on_notify(self, _: Any) -> None:
+        self.notified = True
+
+    def take_or_wait(self, take: Callable[[], T], channel: str, timeout: float) -> T:
+        """``take()`` until it returns something or ``timeout`` s pass, LISTENing on
+        ``channel`` meanwhile."""
+        if timeout > 0 and not self.listening:
+            self.conn.add_notify_handler(self._on_notify)
+            self.conn.execute(f"LISTEN {channel}")
+            self.listening = True
+        deadline = time.perf_counter() + timeout
+        while True:
+            self.notified = False
+            got = take()
+            remaining = deadline - time.perf_counter()
+            if got or remaining <= 0:
+                return got
+            if not self.notified:  # an insert during take was already seen: try again
+                for _ in self.conn.notifies(timeout=min(remaining, 0.5), stop_after=1):
+                    pass
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class PostgresClient(Notified):
     """One connection per thread, autocommit, explicit transactions, LISTENing for inserts."""
 
     def __init__(self, dsn: str, table: str, durability: Durability) -> None:
-        import psycopg
-
-        self.conn = psycopg.connect(dsn, autocommit=True)
+        super().__init__(dsn)
         self.conn.execute(f"SET synchronous_commit = {SYNC[durability]}")
         self.table = table
         self.insert = f"INSERT INTO {table} (payload) VALUES (%s)"
         self.dequeue = DEQUEUE.format(t=table)
-        self.listening = False
-        self.notified = False
 
     def send_one(self, body: bytes) -> None:
         self.conn.execute(self.insert, (body,))
@@ -68,34 +101,12 @@ class PostgresClient(Client):
                               ([r[0] for r in rows],))
         return [bytes(r[1]) for r in rows]
 
-    def _listen(self) -> None:
-        self.conn.add_notify_handler(self._on_notify)
-        self.conn.execute(f"LISTEN {self.table}")
-        self.listening = True
-
-    def _on_notify(self, _: Any) -> None:
-        self.notified = True
-
     def receive_batch(self, n: int, timeout: float) -> list[bytes]:
-        if timeout > 0 and not self.listening:
-            self._listen()
-        deadline = time.perf_counter() + timeout
-        while True:
-            self.notified = False
-            rows = self._take(n)
-            remaining = deadline - time.perf_counter()
-            if rows or remaining <= 0:
-                return rows
-            if not self.notified:  # an insert during _take was already seen: try again
-                for _ in self.conn.notifies(timeout=min(remaining, 0.5), stop_after=1):
-                    pass
+        return self.take_or_wait(lambda: self._take(n), self.table, timeout)
 
     def receive_one(self, timeout: float) -> bytes | None:
         rows = self.receive_batch(1, timeout)
         return rows[0] if rows else None
-
-    def close(self) -> None:
-        self.conn.close()
 
 
 class Postgres(System):

@@ -10,30 +10,24 @@ asyncio loop and job dispatch are left out: only the storage path is measured.
 from __future__ import annotations
 
 import itertools
-import time
 from pathlib import Path
-from typing import Any
 
 from bench.systems.base import Client, Durability, System
+from bench.systems.postgres import SYNC, Notified
 
 QUEUE = "bench"
-SYNC = {"normal": "off", "full": "on"}
 FETCH = ("SELECT id, args FROM procrastinate_fetch_job_v2(%s::varchar[], %s)")
 FINISH = "SELECT procrastinate_finish_job_v1(%s, 'succeeded', true)"
 
 
-class ProcrastinateClient(Client):
+class ProcrastinateClient(Notified):
     """A thread's deferrer (the app's pool) and worker connection (its own, registered)."""
 
     def __init__(self, system: Procrastinate) -> None:
-        import psycopg
-
+        super().__init__(system.conninfo)
         self.task = system.task
-        self.conn = psycopg.connect(system.conninfo, autocommit=True)
         [(self.worker_id,)] = self.conn.execute(
             "SELECT procrastinate_register_worker_v1()").fetchall()
-        self.listening = False
-        self.notified = False
 
     def send_one(self, body: bytes) -> None:
         self.task.defer(body=body.hex())
@@ -48,27 +42,8 @@ class ProcrastinateClient(Client):
         self.conn.execute(FINISH, (row[0],))
         return bytes.fromhex(row[1]["body"])
 
-    def _on_notify(self, _: Any) -> None:
-        self.notified = True
-
     def receive_one(self, timeout: float) -> bytes | None:
-        if timeout > 0 and not self.listening:
-            self.conn.add_notify_handler(self._on_notify)
-            self.conn.execute(f'LISTEN "procrastinate_queue_v1#{QUEUE}"')
-            self.listening = True
-        deadline = time.perf_counter() + timeout
-        while True:
-            self.notified = False
-            got = self._take()
-            remaining = deadline - time.perf_counter()
-            if got is not None or remaining <= 0:
-                return got
-            if not self.notified:
-                for _ in self.conn.notifies(timeout=min(remaining, 0.5), stop_after=1):
-                    pass
-
-    def close(self) -> None:
-        self.conn.close()
+        return self.take_or_wait(self._take, f'"procrastinate_queue_v1#{QUEUE}"', timeout)
 
 
 class Procrastinate(System):

@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.systems.base import Client, Durability, System
-
-SYNC = {"normal": "off", "full": "on"}
+from bench.systems.postgres import SYNC
 
 CONVERSATIONS = 100
 """Dialogs begun at setup; sends go round-robin over them (W1 and W2)."""
