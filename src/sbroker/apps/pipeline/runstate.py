@@ -188,7 +188,7 @@ class RunState:
     run_id: int
     pipeline: Pipeline
     handle: str | None
-    tasks: dict[str, TaskState]  # in file order; tasks are added, never taken out
+    tasks: dict[str, TaskState]  # in file order; added to, never taken out of nor replaced
     status: RunStatus = RunStatus.RUNNING
     resumed: bool = False
     interrupted: bool = False  # Ctrl-C or SIGTERM of the driving process
