@@ -391,10 +391,8 @@ class DurableRunner:
             self.listener.task_finished(state, task)
 
     def _wait_seconds(self, state: RunState, now: float) -> float:
-        retrying = TaskStatus.RETRYING
-        due = [t.deadline for t in state.tasks.values() if t.deadline is not None]
-        due += [t.next_attempt for t in state.tasks.values()
-                if t.next_attempt is not None and t.status == retrying]
+        due = [t.deadline for t in state.open_attempts() if t.deadline is not None]
+        due += [t.next_attempt for t in state.retrying() if t.next_attempt is not None]
         most = RECOVERY_SECONDS if state.lease is None else leases.renew_every(state.lease)
         return max(0.0, min([most, *(d - now for d in due)]))
 
@@ -439,7 +437,7 @@ class DurableRunner:
         outcome = "succeeded" if result.status == "succeeded" else "failed"
         if not self.store.close_attempt(tx, result.log_id, outcome):
             return None  # superseded, timed out, cancelled, or an outcome recorded already
-        task = next((t for t in state.tasks.values() if t.log_id == result.log_id), None)
+        task = state.attempt(result.log_id)
         if task is None:
             return None
         end = (result.end_time or dt.datetime.now(dt.UTC)).isoformat()
@@ -476,9 +474,7 @@ class DurableRunner:
 
     def _set_timer(self, tx: Transaction, state: RunState) -> None:
         """The dialog's timer at the next retry due (a DialogTimer wakes the wait)."""
-        retrying = TaskStatus.RETRYING
-        due = [t.next_attempt for t in state.tasks.values()
-               if t.next_attempt is not None and t.status == retrying]
+        due = [t.next_attempt for t in state.retrying() if t.next_attempt is not None]
         if due:
             tx.begin_conversation_timer(state.handle, max(0.001, min(due) - self.clock.now()))
 
@@ -486,8 +482,8 @@ class DurableRunner:
         """Attempts past their deadline end now, failed, whether or not their code returns
         (the executor is asked to stop them); the run goes on."""
         now = self.clock.now()
-        due = [t for t in state.tasks.values()
-               if t.log_id is not None and t.deadline is not None and t.deadline <= now]
+        due = state.in_order([t for t in state.open_attempts()
+                              if t.deadline is not None and t.deadline <= now])
         if not due:
             return
         stopped = [t.log_id for t in due if t.log_id is not None]
